@@ -1,0 +1,106 @@
+"""The two model protocols every suite talks to (DESIGN.md, "Two model protocols").
+
+Suites never see a concrete adapter: a dual encoder, an HF generative VLM and a reference model all
+satisfy one of these. Tensors come back on the CPU in float32 so metrics never depend on the device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import torch
+    from PIL import Image
+
+#: ``fn(layer, weights, spans) -> weights``: rewrites softmaxed attention weights of one layer,
+#: shape [batch, heads, q, k]. Returning the input unchanged must leave the model's outputs unchanged.
+AttentionModifier = Callable[[int, "torch.Tensor", "TokenSpans"], "torch.Tensor"]
+#: ``fn(logits, letters) -> logits`` on option-letter logits [N, len(letters)] before the decision.
+LogitAdjuster = Callable[["torch.Tensor", Sequence[str]], "torch.Tensor"]
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One multimodal prompt: images, a user text, and optionally a description shown before it.
+
+    ``text`` holds the question with its options already laid out. ``description`` is tracked as its
+    own token span (affective-conflict suite); ``images`` may hold two images (difference suite).
+    Adapters render it through the model's own chat template.
+    """
+
+    images: tuple[Image.Image, ...]
+    text: str
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class TokenSpans:
+    """Half-open token index ranges [start, end) in the rendered prompt, per batch row."""
+
+    image: list[tuple[int, int]]
+    description: list[tuple[int, int]]
+    length: list[int]
+
+
+@dataclass(frozen=True)
+class Attentions:
+    """Attention of the answer query (last prompt position): ``weights[layer]`` is [N, heads, keys]."""
+
+    weights: list[torch.Tensor]
+    spans: TokenSpans
+
+
+@dataclass
+class Hooks:
+    """Inference-time interventions, applied by an adapter for the duration of a call."""
+
+    attention: dict[int, AttentionModifier] = field(default_factory=dict)  # layer -> modifier
+    mlp_scale: dict[int, float] = field(default_factory=dict)  # layer -> factor on the MLP output
+    logit_adjuster: LogitAdjuster | None = None
+
+
+@runtime_checkable
+class ImageTextScorer(Protocol):
+    """s(image, text): cosine of L2-normalised embeddings for dual encoders (LGIP §3)."""
+
+    spec: str
+
+    def encode_images(self, images: Sequence[Image.Image]) -> torch.Tensor: ...
+
+    def encode_texts(self, texts: Sequence[str]) -> torch.Tensor: ...
+
+    def similarity(self, images: Sequence[Image.Image], texts: Sequence[str]) -> torch.Tensor:
+        """Pairwise: ``similarity(images, texts)[i] = s(images[i], texts[i])``."""
+        ...
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Spec, checkpoint hash, dtype, device: goes into the scorecard's fingerprint."""
+        ...
+
+
+@runtime_checkable
+class VisionLanguageModel(Protocol):
+    spec: str
+    num_layers: int
+
+    def option_logits(
+        self, prompts: Sequence[Prompt], options: Sequence[str], hooks: Hooks | None = None
+    ) -> torch.Tensor:
+        """Next-token logits of the option letters (e.g. "A", "B") at the answer position, [N, len(options)]."""
+        ...
+
+    def states(self, prompts: Sequence[Prompt], hooks: Hooks | None = None) -> torch.Tensor:
+        """Pre-answer hidden state of every decoder layer at the last prompt position, [layers, N, D]."""
+        ...
+
+    def attentions(self, prompts: Sequence[Prompt], hooks: Hooks | None = None) -> Attentions: ...
+
+    def generate(
+        self, prompts: Sequence[Prompt], max_new_tokens: int = 32, hooks: Hooks | None = None
+    ) -> list[str]:
+        """Greedy decoding; no sampling."""
+        ...
+
+    def fingerprint(self) -> dict[str, Any]: ...

@@ -1,0 +1,212 @@
+"""The results model: what a test records, and the scorecard that aggregates a run.
+
+Everything here is plain data with JSON round-trips, so records can ride on pytest reports across
+xdist workers and be merged, compared and rendered without the run that produced them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+SCHEMA_VERSION = 1
+
+Op = Literal[">=", ">", "<=", "<"]
+OPS: tuple[Op, ...] = (">=", ">", "<=", "<")
+GateMode = Literal["point", "ci"]
+
+
+def _finite_or_none(x: float | None) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """One recorded metric of one test, for one model/variant and an optional slice."""
+
+    suite: str
+    test: str  # pytest node id
+    metric: str
+    value: float | None  # None when the metric is undefined (NaN); such a result never passes a check
+    model: str = ""
+    variant: str = "base"
+    ci: tuple[float, float] | None = None
+    n: int | None = None
+    higher_is_better: bool = True
+    slice: str | None = None
+    threshold: float | None = None
+    op: Op | None = None
+    passed: bool | None = None  # None: recorded without a check
+    gate: GateMode | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        """Identity used to match a result across runs (baseline, compare, merge)."""
+        return (self.test, self.model, self.variant, self.metric, self.slice or "")
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ci"] = list(self.ci) if self.ci is not None else None
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> MetricResult:
+        ci = d.get("ci")
+        return cls(
+            suite=str(d["suite"]),
+            test=str(d["test"]),
+            metric=str(d["metric"]),
+            value=_finite_or_none(d.get("value")),
+            model=str(d.get("model", "")),
+            variant=str(d.get("variant", "base")),
+            ci=(float(ci[0]), float(ci[1])) if ci is not None else None,
+            n=int(d["n"]) if d.get("n") is not None else None,
+            higher_is_better=bool(d.get("higher_is_better", True)),
+            slice=d.get("slice"),
+            threshold=_finite_or_none(d.get("threshold")),
+            op=d.get("op"),
+            passed=d.get("passed"),
+            gate=d.get("gate"),
+        )
+
+
+@dataclass(frozen=True)
+class Exemplar:
+    """A failure exemplar: a thumbnail (data URI, already small), the texts, the scores, and why."""
+
+    reason: str
+    texts: dict[str, str] = field(default_factory=dict)
+    scores: dict[str, float] = field(default_factory=dict)
+    image: str | None = None  # "data:image/jpeg;base64,..." thumbnail
+    image_b: str | None = None  # second image of a pair (difference suite)
+    model: str = ""
+    variant: str = "base"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Exemplar:
+        return cls(
+            reason=str(d.get("reason", "")),
+            texts={str(k): str(v) for k, v in d.get("texts", {}).items()},
+            scores={str(k): float(v) for k, v in d.get("scores", {}).items()},
+            image=d.get("image"),
+            image_b=d.get("image_b"),
+            model=str(d.get("model", "")),
+            variant=str(d.get("variant", "base")),
+        )
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line/bar series of a plot; ``lo``/``hi`` draw a confidence band when given."""
+
+    name: str
+    x: list[float | str]
+    y: list[float]
+    lo: list[float] | None = None
+    hi: list[float] | None = None
+
+
+@dataclass(frozen=True)
+class Plot:
+    title: str
+    kind: Literal["line", "bar", "scatter"]
+    series: list[Series]
+    x_label: str = ""
+    y_label: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Plot:
+        return cls(
+            title=str(d["title"]),
+            kind=d["kind"],
+            series=[Series(**s) for s in d.get("series", [])],
+            x_label=str(d.get("x_label", "")),
+            y_label=str(d.get("y_label", "")),
+        )
+
+
+@dataclass(frozen=True)
+class InvalidCount:
+    """Inputs a test could not use (missing image, unparseable answer, ...): counted, never dropped."""
+
+    kind: str
+    count: int
+    total: int | None = None
+    examples: list[str] = field(default_factory=list)
+    model: str = ""
+    variant: str = "base"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> InvalidCount:
+        return cls(
+            kind=str(d["kind"]),
+            count=int(d["count"]),
+            total=int(d["total"]) if d.get("total") is not None else None,
+            examples=[str(e) for e in d.get("examples", [])],
+            model=str(d.get("model", "")),
+            variant=str(d.get("variant", "base")),
+        )
+
+
+@dataclass
+class TestRecord:
+    """Everything one test recorded; this is what rides on the pytest report."""
+
+    test: str
+    suite: str
+    outcome: str = "passed"  # passed | failed | skipped | error
+    duration: float = 0.0
+    results: list[MetricResult] = field(default_factory=list)
+    exemplars: list[Exemplar] = field(default_factory=list)
+    plots: list[Plot] = field(default_factory=list)
+    invalid: list[InvalidCount] = field(default_factory=list)
+    # item-level outcomes, name -> item id -> outcome (bool or float), for item-by-item comparison
+    items: dict[str, dict[str, float | bool]] = field(default_factory=dict)
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)  # spec -> fingerprint info
+    message: str = ""  # failure message (short), when the test failed
+
+    __test__ = False  # not a pytest test class
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "test": self.test,
+            "suite": self.suite,
+            "outcome": self.outcome,
+            "duration": round(self.duration, 3),
+            "results": [r.to_json() for r in self.results],
+            "exemplars": [e.to_json() for e in self.exemplars],
+            "plots": [p.to_json() for p in self.plots],
+            "invalid": [i.to_json() for i in self.invalid],
+            "items": self.items,
+            "models": self.models,
+            "message": self.message,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TestRecord:
+        return cls(
+            test=str(d["test"]),
+            suite=str(d["suite"]),
+            outcome=str(d.get("outcome", "passed")),
+            duration=float(d.get("duration", 0.0)),
+            results=[MetricResult.from_json(r) for r in d.get("results", [])],
+            exemplars=[Exemplar.from_json(e) for e in d.get("exemplars", [])],
+            plots=[Plot.from_json(p) for p in d.get("plots", [])],
+            invalid=[InvalidCount.from_json(i) for i in d.get("invalid", [])],
+            items={str(k): dict(v) for k, v in d.get("items", {}).items()},
+            models={str(k): dict(v) for k, v in d.get("models", {}).items()},
+            message=str(d.get("message", "")),
+        )

@@ -1,0 +1,146 @@
+"""The scorecard of one run: fingerprint + test records, with JSON I/O and an atomic writer.
+
+JSON layout (``schema_version`` 1) is documented in the README ("Scorecard JSON").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from faithtests.scorecard.model import SCHEMA_VERSION, Exemplar, MetricResult, TestRecord
+
+
+class ScorecardError(ValueError):
+    """A scorecard file that cannot be read: names the file and what is wrong."""
+
+
+@dataclass
+class Scorecard:
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    tests: list[TestRecord] = field(default_factory=list)
+    status: str = "complete"  # complete | interrupted
+    # filled by the baseline gate: list of regression dicts (see faithtests.scorecard.baseline)
+    regressions: list[dict[str, Any]] = field(default_factory=list)
+    baseline: str | None = None
+
+    @property
+    def results(self) -> list[MetricResult]:
+        out = [r for t in self.tests for r in t.results]
+        return sorted(out, key=lambda r: r.key)
+
+    def sorted(self) -> Scorecard:
+        """Deterministic order (by node id) so serial and ``-n`` runs serialise identically."""
+        return Scorecard(
+            fingerprint=self.fingerprint,
+            tests=sorted(self.tests, key=lambda t: t.test),
+            status=self.status,
+            regressions=self.regressions,
+            baseline=self.baseline,
+        )
+
+    def exemplars_by_test(self) -> dict[str, list[Exemplar]]:
+        return {t.test: t.exemplars for t in self.tests if t.exemplars}
+
+    def to_json(self) -> dict[str, Any]:
+        sc = self.sorted()
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "status": sc.status,
+            "fingerprint": sc.fingerprint,
+            "results": [r.to_json() for r in sc.results],
+            "exemplars": {k: [e.to_json() for e in v] for k, v in sc.exemplars_by_test().items()},
+            "tests": [t.to_json() for t in sc.tests],
+            "baseline": sc.baseline,
+            "regressions": sc.regressions,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any], *, source: str = "<json>") -> Scorecard:
+        version = d.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ScorecardError(f"{source}: schema_version {version!r} is not {SCHEMA_VERSION}")
+        try:
+            tests = [TestRecord.from_json(t) for t in d["tests"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ScorecardError(f"{source}: malformed test record: {exc!r}") from exc
+        return cls(
+            fingerprint=dict(d.get("fingerprint", {})),
+            tests=tests,
+            status=str(d.get("status", "complete")),
+            regressions=list(d.get("regressions", [])),
+            baseline=d.get("baseline"),
+        )
+
+
+def scorecard_path(path: str | os.PathLike[str]) -> Path:
+    """Accept a report directory or a ``scorecard.json`` path."""
+    p = Path(path)
+    return p / "scorecard.json" if p.is_dir() else p
+
+
+def read_scorecard(path: str | os.PathLike[str]) -> Scorecard:
+    p = scorecard_path(path)
+    if not p.exists():
+        raise ScorecardError(f"{p}: no such scorecard")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ScorecardError(f"{p}: not valid JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ScorecardError(f"{p}: top level is not an object")
+    return Scorecard.from_json(data, source=str(p))
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write via a temp file in the same directory + ``os.replace``: readers never see half a file,
+    and an interrupted write leaves the previous file intact."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_scorecard(scorecard: Scorecard, path: str | os.PathLike[str]) -> Path:
+    p = scorecard_path(path) if Path(path).suffix != ".json" else Path(path)
+    atomic_write_text(p, json.dumps(scorecard.to_json(), indent=1, sort_keys=False, allow_nan=False))
+    return p
+
+
+def merge_scorecards(parts: list[Scorecard]) -> Scorecard:
+    """Shards of one run -> one scorecard. A test present in two shards is an error (not one run)."""
+    if not parts:
+        raise ScorecardError("merge needs at least one scorecard")
+    seen: dict[str, TestRecord] = {}
+    for part in parts:
+        for t in part.tests:
+            if t.test in seen:
+                raise ScorecardError(f"test {t.test!r} appears in more than one shard")
+            seen[t.test] = t
+    fp = dict(parts[0].fingerprint)
+    starts = [p.fingerprint.get("start") for p in parts if p.fingerprint.get("start")]
+    ends = [p.fingerprint.get("end") for p in parts if p.fingerprint.get("end")]
+    if starts:
+        fp["start"] = min(starts)
+    if ends:
+        fp["end"] = max(ends)
+    models: dict[str, Any] = {}
+    for p in parts:
+        models.update(p.fingerprint.get("models", {}))
+    if models:
+        fp["models"] = models
+    fp["shards"] = len(parts)
+    status = "complete" if all(p.status == "complete" for p in parts) else "interrupted"
+    return Scorecard(fingerprint=fp, tests=list(seen.values()), status=status).sorted()
