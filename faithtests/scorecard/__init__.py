@@ -1,1 +1,46 @@
-"""faithtests."""
+"""Results model, scorecard JSON I/O, thresholds, baseline comparison, fingerprint and rendering.
+
+Pure Python (no torch, no pytest): a scorecard can be read, compared, merged and rendered without the
+run that produced it. ``render`` (jinja2) is imported on demand, not here.
+"""
+
+from faithtests.scorecard.baseline import Comparison, Tolerance, compare, format_comparison
+from faithtests.scorecard.model import (
+    SCHEMA_VERSION,
+    Exemplar,
+    InvalidCount,
+    MetricResult,
+    Plot,
+    Series,
+    TestRecord,
+)
+from faithtests.scorecard.scorecard import (
+    Scorecard,
+    ScorecardError,
+    merge_scorecards,
+    read_scorecard,
+    write_scorecard,
+)
+from faithtests.scorecard.thresholds import ThresholdError, Thresholds, load_thresholds
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Comparison",
+    "Exemplar",
+    "InvalidCount",
+    "MetricResult",
+    "Plot",
+    "Scorecard",
+    "ScorecardError",
+    "Series",
+    "TestRecord",
+    "ThresholdError",
+    "Thresholds",
+    "Tolerance",
+    "compare",
+    "format_comparison",
+    "load_thresholds",
+    "merge_scorecards",
+    "read_scorecard",
+    "write_scorecard",
+]

@@ -7,6 +7,7 @@ xdist workers and be merged, compared and rendered without the run that produced
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -104,13 +105,14 @@ class Exemplar:
 
 @dataclass(frozen=True)
 class Series:
-    """One line/bar series of a plot; ``lo``/``hi`` draw a confidence band when given."""
+    """One line/bar series of a plot; ``lo``/``hi`` draw a confidence band when given.
+    ``None`` marks an undefined point (NaN), drawn as a gap; JSON has no NaN."""
 
     name: str
     x: list[float | str]
-    y: list[float]
-    lo: list[float] | None = None
-    hi: list[float] | None = None
+    y: Sequence[float | None]
+    lo: Sequence[float | None] | None = None
+    hi: Sequence[float | None] | None = None
 
 
 @dataclass(frozen=True)

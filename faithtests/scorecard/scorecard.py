@@ -102,8 +102,12 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    # mkstemp creates 0600; a report should get the permissions any new file would (umask)
+    umask = os.umask(0o22)
+    os.umask(umask)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.fchmod(fh.fileno(), 0o666 & ~umask)
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
@@ -130,8 +134,8 @@ def merge_scorecards(parts: list[Scorecard]) -> Scorecard:
                 raise ScorecardError(f"test {t.test!r} appears in more than one shard")
             seen[t.test] = t
     fp = dict(parts[0].fingerprint)
-    starts = [p.fingerprint.get("start") for p in parts if p.fingerprint.get("start")]
-    ends = [p.fingerprint.get("end") for p in parts if p.fingerprint.get("end")]
+    starts = [str(p.fingerprint["start"]) for p in parts if p.fingerprint.get("start")]
+    ends = [str(p.fingerprint["end"]) for p in parts if p.fingerprint.get("end")]
     if starts:
         fp["start"] = min(starts)
     if ends:

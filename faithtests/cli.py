@@ -1,0 +1,226 @@
+"""The ``faithtests`` command: compare | merge | render | train-reference.
+
+User errors (a missing file, bad JSON, a schema mismatch, a bad tolerance) print one line on stderr
+naming the file and exit with status 2; they never show a traceback. ``compare`` exits 0 whatever the
+deltas are: it reports, the pytest baseline gate decides.
+
+Other modules can contribute subcommands without this module importing them at start-up (which would
+pull in torch for every ``faithtests render``): see :data:`EXTERNAL_SUBCOMMANDS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from faithtests.scorecard.scorecard import (
+    Scorecard,
+    ScorecardError,
+    atomic_write_text,
+    merge_scorecards,
+    read_scorecard,
+    write_scorecard,
+)
+
+# name -> (module, help). The module must define ``main(argv: list[str]) -> int`` with its own
+# argparse (prog "faithtests NAME"); it is imported only when the subcommand runs.
+EXTERNAL_SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "train-reference": ("faithtests.world.train", "train a bundled reference model (seeded) into fixtures/"),
+}
+
+
+class UsageError(Exception):
+    """A user error: reported as one line on stderr, exit status 2."""
+
+
+def _read(path: str) -> Scorecard:
+    try:
+        return read_scorecard(path)
+    except ScorecardError as exc:
+        raise UsageError(str(exc)) from exc
+    except (OSError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        # a structurally odd file that slipped past the schema check still names the file
+        raise UsageError(f"{path}: cannot read scorecard ({type(exc).__name__}: {exc})") from exc
+
+
+def _tolerance(text: str) -> str:
+    from faithtests.scorecard.baseline import Tolerance
+
+    try:
+        Tolerance.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    return text
+
+
+def _count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
+    return n
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from faithtests.scorecard.baseline import compare, format_comparison
+
+    baseline, current = _read(args.a), _read(args.b)
+    comparison = compare(current, baseline, args.tolerance)
+    if args.json:
+        print(json.dumps(comparison.to_json(), indent=1))
+    else:
+        print(f"baseline: {args.a}\ncurrent:  {args.b}")
+        print(format_comparison(comparison, show_unchanged=not args.changed_only, max_flips=args.max_flips))
+    return 0
+
+
+def _write_html(
+    sc: Scorecard,
+    path: Path,
+    baseline: Scorecard | None = None,
+    *,
+    max_exemplars: int,
+    baseline_label: str | None = None,
+    tolerance: str = "0",
+) -> None:
+    from faithtests.scorecard.render import render_html
+
+    html = render_html(
+        sc, baseline, max_exemplars=max_exemplars, baseline_label=baseline_label, tolerance=tolerance
+    )
+    try:
+        atomic_write_text(path, html)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+
+
+def _cmd_merge(args: argparse.Namespace) -> int:
+    parts = [_read(p) for p in args.parts]
+    try:
+        merged = merge_scorecards(parts)
+    except ScorecardError as exc:
+        raise UsageError(f"merging {', '.join(args.parts)}: {exc}") from exc
+    out = Path(args.output)
+    json_path = out if out.suffix == ".json" else out / "scorecard.json"
+    try:
+        write_scorecard(merged, json_path)
+    except OSError as exc:
+        raise UsageError(f"{json_path}: cannot write ({exc.strerror or exc})") from exc
+    html_path = json_path.with_suffix(".html")
+    _write_html(merged, html_path, max_exemplars=args.max_exemplars)
+    print(
+        f"merged {len(parts)} scorecards ({len(merged.tests)} tests, status {merged.status}) -> "
+        f"{json_path}, {html_path}"
+    )
+    return 0
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    sc = _read(args.json_path)
+    src = Path(args.json_path)
+    default = (src / "scorecard.html") if src.is_dir() else src.with_suffix(".html")
+    out = Path(args.output) if args.output else default
+    baseline = _read(args.baseline) if args.baseline else None
+    _write_html(
+        sc,
+        out,
+        baseline,
+        max_exemplars=args.max_exemplars,
+        baseline_label=args.baseline,
+        tolerance=args.tolerance,
+    )
+    print(f"wrote {out}")
+    return 0
+
+
+def _add_external(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str, module: str, help_text: str
+) -> None:
+    """Register ``name`` as a pass-through: the rest of the command line goes to ``module.main``."""
+    p = subparsers.add_parser(name, help=help_text, add_help=False, prefix_chars="\0")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and module.startswith(exc.name):
+                raise UsageError(
+                    f"{name} is not available in this installation ({module} is missing)"
+                ) from exc
+            raise  # a dependency of the module is missing: a real bug, show it
+        entry: Callable[[list[str]], int] | None = getattr(mod, "main", None)
+        if entry is None:
+            raise UsageError(f"{name} is not available: {module} has no main(argv)")
+        return int(entry(list(args.rest)))
+
+    p.set_defaults(func=run)
+
+
+def _add_train_reference(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    module, help_text = EXTERNAL_SUBCOMMANDS["train-reference"]
+    _add_external(subparsers, "train-reference", module, help_text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="faithtests", description="Compare, merge and render faithtests scorecards."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("compare", help="metric deltas (and item flips) from run A (baseline) to run B")
+    p.add_argument("a", metavar="A", help="baseline: report dir or scorecard.json")
+    p.add_argument("b", metavar="B", help="current: report dir or scorecard.json")
+    p.add_argument(
+        "--tolerance",
+        type=_tolerance,
+        default="0",
+        help="absolute (0.01) or relative (5%%) slack before a move counts as a regression",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--changed-only", action="store_true", help="hide unchanged metrics")
+    p.add_argument(
+        "--max-flips", type=_count, default=50, help="item flips listed in text output (default 50)"
+    )
+    p.set_defaults(func=_cmd_compare)
+
+    p = sub.add_parser("merge", help="merge shards of one run into one scorecard.json + scorecard.html")
+    p.add_argument("parts", nargs="+", metavar="SHARD", help="report dirs or scorecard.json files")
+    p.add_argument("-o", "--output", required=True, help="output report dir (or a .json path)")
+    p.add_argument("--max-exemplars", type=_count, default=8, help="exemplars shown per test in the HTML")
+    p.set_defaults(func=_cmd_merge)
+
+    p = sub.add_parser("render", help="render scorecard.html from a scorecard.json")
+    p.add_argument("json_path", metavar="JSON", help="report dir or scorecard.json")
+    p.add_argument("-o", "--output", help="HTML path (default: next to the JSON, .html)")
+    p.add_argument("--baseline", help="scorecard to show deltas against")
+    p.add_argument("--tolerance", type=_tolerance, default="0", help="as for compare (colours deltas)")
+    p.add_argument("--max-exemplars", type=_count, default=8, help="exemplars shown per test (default 8)")
+    p.set_defaults(func=_cmd_render)
+
+    _add_train_reference(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error argparse already printed
+        return exc.code if isinstance(exc.code, int) else 2
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except UsageError as exc:
+        print(f"faithtests {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,286 @@
+"""Compare two scorecards: per-metric deltas, direction-aware regressions, and item-level flips.
+
+Used by the pytest plugin's baseline gate (``--faith-baseline``) and by ``faithtests compare A B``.
+
+Rules (documented in the README, "Baseline gate"):
+
+* Results are matched by :attr:`MetricResult.key` (test node id, model, variant, metric, slice).
+* A *regression* is a move in the bad direction (down for ``higher_is_better``, up otherwise) by
+  strictly more than the tolerance; an *improvement* is the mirror image; anything within the tolerance
+  is *unchanged* (up to 1e-9 relative float round-off). A metric that became undefined (value
+  ``None``) is a regression; one that became defined is an improvement.
+* The tolerance is absolute (``0.01``) or relative to ``|baseline value|`` (``5%``).
+* Keys only in the current run are *new*, keys only in the baseline are *missing*: listed, never gated
+  (a ``-k`` selection or ``--faith-limit`` legitimately changes which keys exist).
+* Item flips: for tests and item sets present in both runs, items present in both whose outcome
+  changed; a boolean outcome flips when it differs, a numeric one when it moved by more than the
+  tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from faithtests.scorecard.model import MetricResult
+from faithtests.scorecard.scorecard import Scorecard
+
+_EPS = 1e-9
+Status = Literal["regression", "improvement", "unchanged", "new", "missing"]
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far a metric may move in the bad direction before it counts as a regression."""
+
+    value: float = 0.0
+    relative: bool = False  # True: ``value`` is a fraction of |baseline value|
+
+    @classmethod
+    def parse(cls, text: str | float | Tolerance) -> Tolerance:
+        """``"0.01"`` -> absolute 0.01; ``"5%"`` -> relative 0.05. Negative or non-finite is an error."""
+        if isinstance(text, Tolerance):
+            return text
+        raw = str(text).strip()
+        relative = raw.endswith("%")
+        number = raw[:-1].strip() if relative else raw
+        try:
+            value = float(number)
+        except ValueError:
+            raise ValueError(
+                f"tolerance {raw!r} is not a number or a percentage (examples: 0.01, 5%)"
+            ) from None
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"tolerance {raw!r} must be a finite number >= 0")
+        return cls(value / 100.0 if relative else value, relative)
+
+    def allowed(self, baseline: float) -> float:
+        """The absolute slack around ``baseline``."""
+        return self.value * abs(baseline) if self.relative else self.value
+
+    def __str__(self) -> str:
+        return f"{self.value * 100:g}%" if self.relative else f"{self.value:g}"
+
+
+@dataclass(frozen=True)
+class MetricDelta:
+    """One matched (or unmatched) metric between a baseline and a current run."""
+
+    suite: str
+    test: str
+    metric: str
+    model: str
+    variant: str
+    slice: str | None
+    baseline: float | None
+    current: float | None
+    higher_is_better: bool
+    status: Status
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        return (self.test, self.model, self.variant, self.metric, self.slice or "")
+
+    @property
+    def delta(self) -> float | None:
+        """current - baseline, when both are defined."""
+        if self.baseline is None or self.current is None:
+            return None
+        return self.current - self.baseline
+
+    @property
+    def label(self) -> str:
+        """``suite/metric[slice]``, the name used in messages."""
+        sl = f"[{self.slice}]" if self.slice else ""
+        return f"{self.suite}/{self.metric}{sl}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "suite": self.suite,
+            "test": self.test,
+            "metric": self.metric,
+            "model": self.model,
+            "variant": self.variant,
+            "slice": self.slice,
+            "baseline": self.baseline,
+            "current": self.current,
+            "delta": self.delta,
+            "higher_is_better": self.higher_is_better,
+            "status": self.status,
+        }
+
+
+@dataclass(frozen=True)
+class ItemFlip:
+    """An item whose outcome changed between the two runs."""
+
+    test: str
+    name: str  # the item set (see ``faithtests.recording.items_key``)
+    item: str
+    baseline: float | bool
+    current: float | bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "test": self.test,
+            "name": self.name,
+            "item": self.item,
+            "baseline": self.baseline,
+            "current": self.current,
+        }
+
+
+@dataclass
+class Comparison:
+    tolerance: Tolerance
+    deltas: list[MetricDelta] = field(default_factory=list)  # every key of either run, sorted by key
+    flips: list[ItemFlip] = field(default_factory=list)
+
+    def _with(self, status: Status) -> list[MetricDelta]:
+        return [d for d in self.deltas if d.status == status]
+
+    @property
+    def regressions(self) -> list[MetricDelta]:
+        return self._with("regression")
+
+    @property
+    def improvements(self) -> list[MetricDelta]:
+        return self._with("improvement")
+
+    @property
+    def new(self) -> list[MetricDelta]:
+        return self._with("new")
+
+    @property
+    def missing(self) -> list[MetricDelta]:
+        return self._with("missing")
+
+    def by_key(self) -> dict[tuple[str, str, str, str, str], MetricDelta]:
+        return {d.key: d for d in self.deltas}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tolerance": str(self.tolerance),
+            "deltas": [d.to_json() for d in self.deltas],
+            "flips": [f.to_json() for f in self.flips],
+        }
+
+
+def classify(
+    baseline: float | None, current: float | None, higher_is_better: bool, tolerance: Tolerance
+) -> Status:
+    """Direction-aware status of one metric that exists in both runs."""
+    if baseline is None or current is None:
+        if baseline is None and current is None:
+            return "unchanged"
+        return "regression" if current is None else "improvement"
+    # float round-off must not turn "exactly at the tolerance" (0.75 vs 0.80 +- 0.05) into a regression
+    slack = tolerance.allowed(baseline) + _EPS * max(1.0, abs(baseline))
+    gain = (current - baseline) if higher_is_better else (baseline - current)
+    if gain < -slack:
+        return "regression"
+    if gain > slack:
+        return "improvement"
+    return "unchanged"
+
+
+def _delta(r: MetricResult, baseline: float | None, current: float | None, status: Status) -> MetricDelta:
+    return MetricDelta(
+        suite=r.suite,
+        test=r.test,
+        metric=r.metric,
+        model=r.model,
+        variant=r.variant,
+        slice=r.slice,
+        baseline=baseline,
+        current=current,
+        higher_is_better=r.higher_is_better,
+        status=status,
+    )
+
+
+def _flipped(a: float | bool, b: float | bool, tolerance: Tolerance) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return bool(a) != bool(b)
+    return abs(float(b) - float(a)) > tolerance.allowed(float(a)) + _EPS * max(1.0, abs(float(a)))
+
+
+def compare(
+    current: Scorecard, baseline: Scorecard, tolerance: Tolerance | str | float = 0.0
+) -> Comparison:
+    """Compare ``current`` against ``baseline`` (see the module docstring for the rules)."""
+    tol = Tolerance.parse(tolerance)
+    cur = {r.key: r for r in current.results}
+    base = {r.key: r for r in baseline.results}
+    deltas: list[MetricDelta] = []
+    for key in sorted(cur.keys() | base.keys()):
+        c, b = cur.get(key), base.get(key)
+        if c is not None and b is not None:
+            deltas.append(_delta(c, b.value, c.value, classify(b.value, c.value, c.higher_is_better, tol)))
+        elif c is not None:
+            deltas.append(_delta(c, None, c.value, "new"))
+        elif b is not None:
+            deltas.append(_delta(b, b.value, None, "missing"))
+
+    flips: list[ItemFlip] = []
+    base_tests = {t.test: t for t in baseline.tests}
+    for t in sorted(current.tests, key=lambda t: t.test):
+        bt = base_tests.get(t.test)
+        if bt is None:
+            continue
+        for name in sorted(t.items.keys() & bt.items.keys()):
+            now, before = t.items[name], bt.items[name]
+            for item in sorted(now.keys() & before.keys()):
+                if _flipped(before[item], now[item], tol):
+                    flips.append(ItemFlip(t.test, name, item, before[item], now[item]))
+    return Comparison(tolerance=tol, deltas=deltas, flips=flips)
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "—"
+    return f"{x:.4g}" if x != 0 and abs(x) < 1e-3 else f"{x:.3f}"
+
+
+def _fmt_delta(x: float | None) -> str:
+    return "—" if x is None else ("+" if x >= 0 else "") + _fmt(x)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return out
+
+
+def format_comparison(c: Comparison, *, show_unchanged: bool = True, max_flips: int = 50) -> str:
+    """A plain-text report: one row per metric (status, baseline, current, delta), then item flips."""
+    shown = [d for d in c.deltas if show_unchanged or d.status != "unchanged"]
+    rows = [
+        [
+            d.status.upper() if d.status == "regression" else d.status,
+            d.label,
+            d.model,
+            d.variant,
+            _fmt(d.baseline),
+            _fmt(d.current),
+            _fmt_delta(d.delta),
+            "higher" if d.higher_is_better else "lower",
+        ]
+        for d in shown
+    ]
+    out = _table(["status", "metric", "model", "variant", "baseline", "current", "delta", "better"], rows)
+    out.append(
+        f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s), "
+        f"{len(c.new)} new, {len(c.missing)} missing (tolerance {c.tolerance})"
+    )
+    if c.flips:
+        out.append("")
+        out.append(f"{len(c.flips)} item(s) flipped:")
+        for f in c.flips[:max_flips]:
+            out.append(f"  {f.test} {f.name} {f.item}: {f.baseline} -> {f.current}")
+        if len(c.flips) > max_flips:
+            out.append(f"  ... {len(c.flips) - max_flips} more")
+    return "\n".join(out)

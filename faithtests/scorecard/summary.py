@@ -1,0 +1,77 @@
+"""The compact text summary printed at the end of a run (``pytest_terminal_summary``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from faithtests.scorecard.baseline import Comparison, format_comparison
+from faithtests.scorecard.model import MetricResult
+from faithtests.scorecard.scorecard import Scorecard
+
+MAX_ROWS = 40
+
+
+def _num(x: float | None) -> str:
+    if x is None:
+        return "undefined"
+    return f"{x:.3g}" if x != 0 and abs(x) < 1e-3 else f"{x:.3f}"
+
+
+def _row(r: MetricResult) -> list[str]:
+    value = _num(r.value) + (f" [{_num(r.ci[0])}, {_num(r.ci[1])}]" if r.ci else "")
+    threshold = f"{r.op} {_num(r.threshold)}" if r.op is not None else ""
+    if r.passed is None:
+        verdict = ""
+    else:
+        verdict = ("pass" if r.passed else "FAIL") + (" (ci)" if r.gate == "ci" else "")
+    metric = r.metric + (f"[{r.slice}]" if r.slice else "")
+    n = "" if r.n is None else str(r.n)
+    return [r.suite, metric, r.model or "-", r.variant, value, n, threshold, verdict]
+
+
+def results_table(results: Sequence[MetricResult], *, max_rows: int | None = MAX_ROWS) -> list[str]:
+    """One row per result, sorted by suite/metric/slice/model/variant; checked results first when the
+    table is cut (they are the ones a reader needs)."""
+    ordered = sorted(results, key=lambda r: (r.suite, r.metric, r.slice or "", r.model, r.variant, r.test))
+    hidden = 0
+    if max_rows is not None and len(ordered) > max_rows:
+        keep = sorted(ordered, key=lambda r: r.passed is None)[:max_rows]
+        hidden = len(ordered) - len(keep)
+        kept = {id(r) for r in keep}
+        ordered = [r for r in ordered if id(r) in kept]
+    header = ["suite", "metric", "model", "variant", "value [CI]", "n", "threshold", "result"]
+    rows = [_row(r) for r in ordered]
+    widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(header)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    out += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    if hidden:
+        out.append(f"... {hidden} more result(s) in the report (-v prints all)")
+    return out
+
+
+def summary_lines(sc: Scorecard, written: Sequence[Path], comparison: Comparison | None,
+                  notes: Sequence[str], *, full: bool = False) -> list[str]:
+    lines = [f"report: {', '.join(str(p) for p in written) or '(not written)'}"]
+    if sc.status != "complete":
+        lines.append(f"status: {sc.status} (partial results)")
+    results = sc.results
+    checked = [r for r in results if r.passed is not None]
+    failed = [r for r in checked if not r.passed]
+    lines.append(f"{len(sc.tests)} test(s), {len(results)} result(s), {len(checked)} check(s), "
+                 f"{len(failed)} failed")
+    if results:
+        lines += results_table(results, max_rows=None if full else MAX_ROWS)
+    if comparison is not None:
+        lines.append("")
+        lines.append(f"baseline: {sc.baseline} (tolerance {comparison.tolerance}): "
+                     f"{len(comparison.regressions)} regression(s), {len(comparison.improvements)} "
+                     f"improvement(s), {len(comparison.new)} new, {len(comparison.missing)} missing, "
+                     f"{len(comparison.flips)} item flip(s)")
+        for d in comparison.regressions:
+            lines.append(f"REGRESSION {d.label} [model={d.model or '-'}, variant={d.variant}]: "
+                         f"{_num(d.baseline)} -> {_num(d.current)} ({d.test})")
+        if full:
+            lines += format_comparison(comparison, show_unchanged=False).splitlines()
+    lines += list(notes)
+    return lines
