@@ -158,10 +158,23 @@ def _label(value: object) -> str | None:
     return label if isinstance(label, str) else None
 
 
+def record_test_id(item: pytest.Item) -> str:
+    """The node id without the ``@group`` suffix xdist adds under ``--dist loadgroup``, so serial and
+    parallel runs of a suite record the same test ids (and baselines match across them)."""
+    nodeid = item.nodeid
+    groups = [str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+              for m in item.iter_markers("xdist_group")]
+    for suffix in {"@" + "_".join(sorted(set(groups))), *("@" + g for g in groups)} if groups else ():
+        if nodeid.endswith(suffix):
+            return nodeid.removesuffix(suffix)
+    return nodeid
+
+
 def callspec_labels(item: pytest.Item) -> tuple[str, str]:
     """(model, variant) from the parameters named model/vlm/scorer and variant, if any."""
     params: dict[str, object] = getattr(getattr(item, "callspec", None), "params", {})
-    model = next((lab for k in ("model", "vlm", "scorer") if k in params and (lab := _label(params[k]))), "")
+    keys = ("model", "vlm", "scorer", "faith_scorer", "faith_vlm")
+    model = next((lab for k in keys if k in params and (lab := _label(params[k]))), "")
     variant = _label(params["variant"]) if "variant" in params else None
     return model, variant or "base"
 
@@ -174,7 +187,7 @@ def faith(request: pytest.FixtureRequest) -> Faith:
     opts = get_options(request.config)
     model, variant = callspec_labels(item)
     recorder = Faith(
-        item.nodeid,
+        record_test_id(item),
         suite_name(item),
         thresholds=request.config.stash[FAITH_THRESHOLDS],
         gate=opts.gate,
@@ -232,9 +245,9 @@ def pytest_runtest_makereport(
         if call.when == "call" or (call.when == "setup" and not report.passed):
             recorder = item.stash.get(FAITH_KEY, None)
             try:
-                record = recorder.record if recorder else TestRecord(item.nodeid, suite_name(item))
+                record = recorder.record if recorder else TestRecord(record_test_id(item), suite_name(item))
             except ValueError as exc:  # a bad suite marker: keep the test, name the problem
-                record = TestRecord(item.nodeid, "", message=str(exc))
+                record = TestRecord(record_test_id(item), "", message=str(exc))
             record.outcome = _outcome(report)
             record.duration = report.duration
             record.message = _message(call, report) or record.message
@@ -246,7 +259,7 @@ def pytest_runtest_makereport(
                 payload = json.dumps(broken.to_json())
             props.append((PROPERTY, payload))
         elif call.when == "teardown" and report.failed:
-            props.append((TEARDOWN_PROPERTY, json.dumps(_message(call, report))))
+            props.append((TEARDOWN_PROPERTY, json.dumps([record_test_id(item), _message(call, report)])))
     if props:  # a new list: the item's own user_properties must not carry these into later phases
         report.user_properties = [*report.user_properties, *props]
     return report
@@ -273,10 +286,12 @@ class Controller:
             if name == PROPERTY:
                 rec = TestRecord.from_json(json.loads(str(value)))
                 self.records[rec.test] = rec
-            elif name == TEARDOWN_PROPERTY and report.nodeid in self.records:
-                rec = self.records[report.nodeid]
-                rec.outcome = "error"
-                rec.message = "; ".join(m for m in (rec.message, f"teardown: {json.loads(str(value))}") if m)
+            elif name == TEARDOWN_PROPERTY:
+                test, message = json.loads(str(value))
+                if test in self.records:
+                    rec = self.records[test]
+                    rec.outcome = "error"
+                    rec.message = "; ".join(m for m in (rec.message, f"teardown: {message}") if m)
             elif name == MODELS_PROPERTY:
                 self.models.update(json.loads(str(value)))
 

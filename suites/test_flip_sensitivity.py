@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import Scored, pair_exemplars, record_missing
 
+from conftest import Scored, pair_exemplars, record_missing
 from faithtests.metrics.lgip import FlipStats, flip_summary
 from faithtests.perturb.strength import flip_strength_from_texts
 from faithtests.recording import Faith
@@ -53,7 +53,8 @@ def test_flip_positive_rate(faith: Faith, flip_scored: Scored, flip_case: str, f
         for t, stats in sorted(summary.by_type.items()):
             _record(faith, stats, f"type={t}")
         faith.plot("PR by flip type", "bar", [Series(
-            faith.model, sorted(summary.by_type), [summary.by_type[t].pr.value for t in sorted(summary.by_type)],
+            faith.model, sorted(summary.by_type),
+            [summary.by_type[t].pr.value for t in sorted(summary.by_type)],
             lo=[summary.by_type[t].pr.ci[0] if summary.by_type[t].pr.ci else float("nan")
                 for t in sorted(summary.by_type)],
             hi=[summary.by_type[t].pr.ci[1] if summary.by_type[t].pr.ci else float("nan")

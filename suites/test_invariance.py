@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import Scored, pair_exemplars, record_missing
 
+from conftest import Scored, pair_exemplars, record_missing
 from faithtests.metrics.lgip import invariance_summary
 from faithtests.recording import Faith
 from faithtests.scorecard.model import Series
@@ -38,8 +38,10 @@ def test_paraphrase_invariance(faith: Faith, invariance_scored: Scored, subset: 
         faith.metric("E_inv_rel_increase_pct", rel.value, ci=rel.ci, n=rel.n_pairs, higher_is_better=False)
         faith.plot("E_inv by paraphrase kind", "bar", [Series(
             faith.model, ["all", "simple", "advanced"],
-            [summary.overall.value, *(e.value if e else float("nan") for e in (summary.simple, summary.advanced))],
+            [summary.overall.value,
+             *(e.value if e else float("nan") for e in (summary.simple, summary.advanced))],
         )], y_label="E_inv (lower is better)")
     moved = np.where([subset in ("all", k) for k in kinds], np.abs(base - para), -1.0)
-    faith.exemplars(pair_exemplars(scored, idx[np.argsort(-moved)[:4]], "paraphrase moved the similarity most"))
+    worst = idx[np.argsort(-moved)[:4]]
+    faith.exemplars(pair_exemplars(scored, worst, "paraphrase moved the similarity most"))
     faith.check("E_inv", slice=slice_)

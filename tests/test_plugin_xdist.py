@@ -99,3 +99,28 @@ def test_xdist_scorecard_equals_serial(pytester: pytest.Pytester) -> None:
     assert _normalised(a) == _normalised(b)
     assert a["fingerprint"]["models"] == {"clip": {"spec": "reference:clip", "sha256": "0f1e"}}
     assert (pytester.path / "par" / "scorecard.html").exists()
+
+
+GROUPED = """
+import pytest
+
+@pytest.mark.xdist_group(name="clip")
+@pytest.mark.parametrize("k", range(4))
+def test_grouped(faith, k):
+    faith.metric("acc", k / 4)
+"""
+
+
+def test_loadgroup_ids_equal_serial(pytester: pytest.Pytester) -> None:
+    """``--dist loadgroup`` appends ``@group`` to node ids; the scorecard must not carry it, or a
+    baseline from a serial run would match nothing in a parallel one."""
+    pytester.makepyfile(test_grouped=GROUPED)
+    pytester.runpytest(*PLUGINS, "--faith-report", "serial").assert_outcomes(passed=4)
+    parallel = pytester.runpytest_subprocess(*PLUGINS, "-p", "xdist", "-n", "2", "--dist", "loadgroup",
+                                             "--faith-report", "par")
+    parallel.assert_outcomes(passed=4)
+    a = json.loads((pytester.path / "serial" / "scorecard.json").read_text())
+    b = json.loads((pytester.path / "par" / "scorecard.json").read_text())
+    ids = [r["test"] for r in b["results"]]
+    assert ids == [r["test"] for r in a["results"]]
+    assert all("@" not in i for i in ids), ids

@@ -57,6 +57,15 @@ def score_pairs(
     texts = sorted({t for p in pairs for t in (p.caption, p.variant)})
     img_row = {k: n for n, k in enumerate(image_ids)}
     txt_row = {t: n for n, t in enumerate(texts)}
+    if getattr(scorer, "score_kind", "cosine") != "cosine":
+        # A VLM scorer's s(I, c) is a caption log-likelihood, not a dot product of embeddings: score
+        # each (image, text) pair; images are still decoded once each.
+        pil = {i: images[i]() for i in image_ids}
+        ims = [pil[p.image_id] for p in pairs]
+        return PairScores(
+            scorer.similarity(ims, [p.caption for p in pairs]).double().numpy(),
+            scorer.similarity(ims, [p.variant for p in pairs]).double().numpy(),
+        )
     img_emb = scorer.encode_images([images[i]() for i in image_ids])
     txt_emb = scorer.encode_texts(texts)
     rows = [img_row[p.image_id] for p in pairs]

@@ -37,11 +37,32 @@ class Prompt:
 
 @dataclass(frozen=True)
 class TokenSpans:
-    """Half-open token index ranges [start, end) in the rendered prompt, per batch row."""
+    """Half-open token index ranges [start, end) in the rendered prompt, per batch row.
+
+    Indices are positions in the batch tensor the model saw (key positions of the attention weights).
+    ``image`` runs from the first to one past the last image token (it may include separator tokens
+    between images or tiles); ``image_runs`` lists the contiguous runs of image tokens exactly.
+    ``description`` is (0, 0) when the prompt has none. ``length`` is the number of real tokens and
+    ``offset`` the position of the first one (non-zero only for left-padded batches, e.g. in generation).
+    """
 
     image: list[tuple[int, int]]
     description: list[tuple[int, int]]
     length: list[int]
+    image_runs: list[list[tuple[int, int]]] = field(default_factory=list)
+    offset: list[int] = field(default_factory=list)
+
+    def other_mask(self, row: int, width: int) -> list[bool]:
+        """True at the real positions of ``row`` that are neither image tokens nor description tokens."""
+        start = self.offset[row] if self.offset else 0
+        keep = [start <= i < start + self.length[row] for i in range(width)]
+        for a, b in self.image_runs[row] if self.image_runs else [self.image[row]]:
+            for i in range(a, min(b, width)):
+                keep[i] = False
+        a, b = self.description[row]
+        for i in range(a, min(b, width)):
+            keep[i] = False
+        return keep
 
 
 @dataclass(frozen=True)
@@ -54,7 +75,12 @@ class Attentions:
 
 @dataclass
 class Hooks:
-    """Inference-time interventions, applied by an adapter for the duration of a call."""
+    """Inference-time interventions, applied by an adapter for the duration of a call.
+
+    ``attention`` modifiers see every query row of the call ([batch, heads, q, k], keys at absolute
+    positions, spans of the call's batch) in every method, generation included; ``mlp_scale`` multiplies
+    the FFN's residual contribution; ``logit_adjuster`` applies to option logits (``option_logits`` /
+    ``decide``), not to free generation."""
 
     attention: dict[int, AttentionModifier] = field(default_factory=dict)  # layer -> modifier
     mlp_scale: dict[int, float] = field(default_factory=dict)  # layer -> factor on the MLP output
@@ -80,6 +106,14 @@ class ImageTextScorer(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Decision:
+    """One forward pass's answer-position outputs: option logits [N, K] and pre-answer states [L, N, D]."""
+
+    logits: torch.Tensor
+    states: torch.Tensor
+
+
 @runtime_checkable
 class VisionLanguageModel(Protocol):
     spec: str
@@ -88,11 +122,20 @@ class VisionLanguageModel(Protocol):
     def option_logits(
         self, prompts: Sequence[Prompt], options: Sequence[str], hooks: Hooks | None = None
     ) -> torch.Tensor:
-        """Next-token logits of the option letters (e.g. "A", "B") at the answer position, [N, len(options)]."""
+        """Next-token logits of the option letters ("A", "B") at the answer position, [N, len(options)]."""
         ...
 
     def states(self, prompts: Sequence[Prompt], hooks: Hooks | None = None) -> torch.Tensor:
-        """Pre-answer hidden state of every decoder layer at the last prompt position, [layers, N, D]."""
+        """Pre-answer hidden state of every decoder layer at the last prompt position, [layers, N, D].
+
+        Entry ``l`` is the output of decoder layer ``l`` (0-based): the embedding output is not included
+        and the last entry is taken before the model's final norm (the raw residual stream)."""
+        ...
+
+    def decide(
+        self, prompts: Sequence[Prompt], options: Sequence[str], hooks: Hooks | None = None
+    ) -> Decision:
+        """``option_logits`` and ``states`` from the same forward pass (S3E needs both per prompt)."""
         ...
 
     def attentions(self, prompts: Sequence[Prompt], hooks: Hooks | None = None) -> Attentions: ...

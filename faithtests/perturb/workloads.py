@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from faithtests.data.records import MissingImage
+from faithtests.data.errors import MissingImage
 from faithtests.perturb.lgip import PerturbationPair, PerturbConfig, perturb_captions, perturbation_pairs
 
 if TYPE_CHECKING:

@@ -1,0 +1,125 @@
+"""Benchmark (b): shared-prefix (KV cache) option scoring vs full-prompt forwards, measured in one run.
+
+Workload: S3E-shaped records: each image comes with 10 two-option prompts (5 candidate captions x 2
+orders, App. A prompt), all sharing the image + question prefix. The model is a LLaVA-layout VLM
+(random init, weights do not change the cost) with 64 px images in 4 px patches = 256 image tokens per
+prompt, loaded through ``load_model`` like a user's checkpoint. Both modes score the same prompts; the
+run also reports the largest logit/state difference between them (must be < 1e-4 in fp32).
+
+    python benchmarks/bench_prefix_cache.py [--device cpu] [--records 4]
+        [--out benchmarks/results/prefix_cache.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from faithtests.models.protocols import Prompt
+from faithtests.models.registry import load_model
+from faithtests.models.tiny import build_tiny_llava
+
+CAPTIONS = ["a red circle above a blue square", "two green triangle on the left", "a white dog next to a cat",
+            "three yellow circle in a row", "one black square below a red triangle",
+            "a blue circle and a green square"]
+
+
+def records(n: int, seed: int) -> list[Prompt]:
+    rng = np.random.default_rng(seed)
+    prompts = []
+    for _ in range(n):
+        image = Image.fromarray(rng.integers(0, 256, (96, 128, 3), dtype=np.uint8))
+        positive, *candidates = rng.permutation(len(CAPTIONS))[:6]
+        for k in candidates:
+            for a, b in ((positive, k), (k, positive)):
+                text = ("Which caption better matches the image? Answer only A or B.\n"
+                        f'A: "{CAPTIONS[a]}"\nB: "{CAPTIONS[b]}"')
+                prompts.append(Prompt((image,), text))
+    return prompts
+
+
+def timed(model: Any, prompts: list[Prompt], repeats: int) -> tuple[float, Any]:
+    best, out = float("inf"), None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = model.decide(prompts, ["A", "B"])
+        best = min(best, time.perf_counter() - start)
+    return best, out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--records", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--vision-hidden", type=int, default=128)
+    parser.add_argument("--vision-layers", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "prefix_cache.json"))
+    args = parser.parse_args()
+
+    words = sorted({w for c in CAPTIONS for w in c.split()})
+    with tempfile.TemporaryDirectory() as tmp:
+        path = build_tiny_llava(Path(tmp) / "vlm", words=words, image_size=64, patch_size=4,
+                                hidden_size=args.hidden, num_layers=args.layers,
+                                vision_hidden_size=args.vision_hidden, vision_layers=args.vision_layers,
+                                seed=args.seed)
+        shared: Any = load_model(f"hf:{path}", device=args.device, batch_size=args.batch_size)
+        full: Any = load_model(
+            f"hf:{path}", device=args.device, batch_size=args.batch_size, prefix_cache=False
+        )
+
+    prompts = records(args.records, args.seed)
+    enc = shared.encode(prompts[:2])
+    image_tokens = int((enc.inputs["input_ids"][0] == shared.image_token).sum())
+    ids = enc.inputs["input_ids"]
+    prefix_len = int((ids[0] != ids[1]).nonzero()[0, 0])
+    shared.decide(prompts[:2], ["A", "B"])  # warm-up both paths
+    full.decide(prompts[:2], ["A", "B"])
+
+    t_full, out_full = timed(full, prompts, args.repeats)
+    t_shared, out_shared = timed(shared, prompts, args.repeats)
+    result = {
+        "benchmark": "prefix_cache",
+        "workload": {"records": args.records, "prompts": len(prompts), "prompts_per_image": 10,
+                     "image_tokens_per_prompt": image_tokens, "prompt_tokens": enc.lengths[0],
+                     "shared_prefix_tokens": prefix_len},
+        "model": {"layout": "llava (random init)", "text_hidden": args.hidden, "text_layers": args.layers,
+                  "vision": f"CLIP ViT {args.vision_layers} layers x {args.vision_hidden}, "
+                            "64px images / 4px patches"},
+        "batch_size": args.batch_size,
+        "seconds": {"full_prompt": round(t_full, 3), "shared_prefix": round(t_shared, 3)},
+        "timing": f"best of {args.repeats} runs per mode, after one warm-up",
+        "load_average_1min": round(os.getloadavg()[0], 2),
+        "speedup": round(t_full / t_shared, 2),
+        "max_abs_diff": {"logits": float((out_full.logits - out_shared.logits).abs().max()),
+                         "states": float((out_full.states - out_shared.states).abs().max())},
+        "calls": {"shared": shared.cache_stats(), "full": full.cache_stats()},
+        "device": args.device,
+        "dtype": "float32",
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(result, indent=2))
+    if max(result["max_abs_diff"].values()) > 1e-4:
+        raise SystemExit("prefix cache benchmark: cached and full results differ by more than 1e-4")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+"""Errors of model loading: each names the spec and what was looked for."""
+
+from __future__ import annotations
+
+
+class ModelNotFoundError(FileNotFoundError):
+    """The spec is well formed but its checkpoint/config is not where it was looked for (or not cached
+    locally while downloads are off)."""
+
+
+class ModelSpecError(ValueError):
+    """The spec string itself is malformed or names an unknown adapter."""
+
+
+class UnsupportedModelError(ValueError):
+    """A checkpoint was found but its architecture is neither a dual encoder nor an image-text-to-text VLM."""

@@ -1,0 +1,305 @@
+"""Hugging Face generative VLMs (``AutoModelForImageTextToText`` + ``AutoProcessor``) behind
+:class:`~faithtests.models.protocols.VisionLanguageModel`.
+
+Conventions (documented choices):
+- Prompts go through the processor's own chat template as one user turn (see :mod:`.prompting`), with
+  the generation prompt, so the last prompt position is the answer position.
+- ``option_logits``: next-token logits at that position for each option letter's token (tokenized as
+  ``answer_prefix + letter``; each must be exactly one token, else :class:`OptionTokenError`).
+- ``states``: the output of every decoder layer at that position, [L, N, D]. The embedding output is
+  *not* included and the last entry is the last layer's raw output *before* the final norm: exactly the
+  per-layer residual stream S3E (Eq. 2) and the IMAVB probes read.
+- Batches are right-padded; rows with identical images share one prefix forward (:mod:`.prefix`) unless
+  ``prefix_cache=False`` or an attention modifier is active. ``decide`` returns logits and states from one
+  pass.
+- Hooks: attention modifiers and captures through the registered attention function (:mod:`.hooks`),
+  MLP scales through forward hooks, the logit adjuster on the option logits only.
+- ``generate`` is greedy, left-padded (as generation requires), and returns the decoded new tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from faithtests.models.cache import checkpoint_sha256, image_key
+from faithtests.models.hooks import AttentionContext, attention_context, mlp_scales, register_attention
+from faithtests.models.prefix import ForwardRunner, Reduce
+from faithtests.models.prompting import (
+    EncodedBatch,
+    encode_batch,
+    encode_with_answers,
+    image_token_id,
+    option_token_ids,
+)
+from faithtests.models.protocols import Attentions, Decision, Hooks, Prompt, TokenSpans
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+#: Instruction of the VLM-as-scorer prompt (caption log-likelihood given the image).
+DEFAULT_INSTRUCTION = "Describe the image."
+
+
+def _check_prompts(prompts: Sequence[Prompt]) -> None:
+    if not prompts:
+        raise ValueError("no prompts given")
+    for i, p in enumerate(prompts):
+        if not isinstance(p, Prompt):
+            raise TypeError(f"prompt {i} is {type(p).__name__}, expected faithtests Prompt")
+
+
+class HFVisionLanguageModel:
+    """A loaded image-text-to-text model; construct through :func:`faithtests.models.registry.load_model`."""
+
+    def __init__(
+        self,
+        spec: str,
+        path: str,
+        *,
+        device: torch.device,
+        dtype: torch.dtype,
+        batch_size: int = 16,
+        local_files_only: bool = True,
+        prefix_cache: bool = True,
+        answer_prefix: str = "",
+    ) -> None:
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        self.spec = spec
+        self.device = device
+        self.dtype = dtype
+        self.batch_size = batch_size
+        self.prefix_cache = prefix_cache
+        self.answer_prefix = answer_prefix
+        auto_processor: Any = AutoProcessor  # transformers' loaders are untyped
+        self.processor = auto_processor.from_pretrained(path, local_files_only=local_files_only)
+        model: Any = AutoModelForImageTextToText.from_pretrained(
+            path, dtype=dtype, local_files_only=local_files_only
+        )
+        # Text model only: the vision tower keeps its implementation (no hooks there).
+        model.set_attn_implementation({"text_config": register_attention()})
+        self.model = model.to(device).eval()
+        self.config = self.model.config
+        self.layers = self.model.get_decoder().layers
+        self.num_layers = len(self.layers)
+        self.image_token = image_token_id(self.config)
+        self.runner = ForwardRunner(self.model, self.layers, device, dtype)
+        self._files = [Path(path)] if Path(path).is_dir() else []
+        self._sha: dict[str, str] | None = None
+
+    # ------------------------------------------------------------------------------------ batching
+    def encode(self, prompts: Sequence[Prompt], padding_side: str = "right") -> EncodedBatch:
+        return encode_batch(self.processor, self.config, prompts, padding_side)
+
+    def _groups(self, prompts: Sequence[Prompt], share: bool) -> list[tuple[list[int], bool]]:
+        """Row-index batches (at most ``batch_size``), each flagged whether it may share a prefix.
+
+        Rows with the same images (content hash) batch together; leftover single rows are pooled by
+        whether they carry images (a processor call takes all-image or all-text batches)."""
+        by_images: dict[tuple[str, ...], list[int]] = {}
+        for i, p in enumerate(prompts):
+            by_images.setdefault(tuple(image_key(im) for im in p.images), []).append(i)
+        batches: list[tuple[list[int], bool]] = []
+        singles: dict[bool, list[int]] = {True: [], False: []}
+        for rows in by_images.values():
+            if share and len(rows) > 1:
+                for s in range(0, len(rows), self.batch_size):
+                    chunk = rows[s : s + self.batch_size]
+                    if len(chunk) > 1:
+                        batches.append((chunk, True))
+                    else:
+                        singles[bool(prompts[chunk[0]].images)].extend(chunk)
+            else:
+                for r in rows:
+                    singles[bool(prompts[r].images)].extend([r])
+        for rows in singles.values():
+            batches += [(rows[s : s + self.batch_size], False) for s in range(0, len(rows), self.batch_size)]
+        return batches
+
+    def _run(
+        self,
+        prompts: Sequence[Prompt],
+        reduce: Reduce,
+        want_states: bool,
+        hooks: Hooks | None,
+        encode_rows: Callable[[list[int]], tuple[EncodedBatch, list[list[int]]]] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Run all prompts in batches; ``encode_rows(rows) -> (batch, wanted positions per row)`` defaults
+        to the rendered prompts and their last positions. Results come back in prompt order."""
+        _check_prompts(prompts)
+
+        def default(rows: list[int]) -> tuple[EncodedBatch, list[list[int]]]:
+            enc = self.encode([prompts[r] for r in rows])
+            return enc, [[n - 1] for n in enc.lengths]
+
+        encode = encode_rows or default
+        share = self.prefix_cache and not (hooks is not None and hooks.attention)
+        outs: dict[int, torch.Tensor] = {}
+        states: dict[int, torch.Tensor] = {}
+        for rows, shareable in self._groups(prompts, share):
+            enc, pos = encode(rows)
+            state_rows = [n - 1 for n in enc.lengths] if want_states else None
+            result = None
+            if shareable:
+                single, _ = encode(rows[:1])
+                result = self.runner.shared(enc, single, self.image_token, pos, reduce, state_rows, hooks)
+            if result is None:
+                result = self.runner.full(enc, pos, reduce, state_rows, hooks)
+            out, st = result
+            for j, r in enumerate(rows):
+                outs[r] = out[j]
+                if st is not None:
+                    states[r] = st[:, j]
+        order = range(len(prompts))
+        stacked = torch.stack([outs[i] for i in order])
+        return stacked, (torch.stack([states[i] for i in order], dim=1) if want_states else None)
+
+    # ------------------------------------------------------------------------------------ protocol
+    def decide(
+        self, prompts: Sequence[Prompt], options: Sequence[str], hooks: Hooks | None = None
+    ) -> Decision:
+        """Option logits [N, K] (after the logit adjuster, if any) and pre-answer states [L, N, D]."""
+        ids = option_token_ids(self.processor.tokenizer, options, self.answer_prefix) if options else []
+        index = torch.tensor(ids, dtype=torch.long)
+
+        def reduce(logits: torch.Tensor, _valid: torch.Tensor, _targets: torch.Tensor) -> torch.Tensor:
+            return logits[:, 0, index.to(logits.device)]
+
+        logits, states = self._run(prompts, reduce, True, hooks)
+        if hooks is not None and hooks.logit_adjuster is not None and options:
+            logits = hooks.logit_adjuster(logits, list(options))
+        assert states is not None
+        return Decision(logits=logits, states=states)
+
+    def option_logits(
+        self, prompts: Sequence[Prompt], options: Sequence[str], hooks: Hooks | None = None
+    ) -> torch.Tensor:
+        if not options:
+            raise ValueError("option_logits needs at least one option letter")
+        return self.decide(prompts, options, hooks).logits
+
+    def states(self, prompts: Sequence[Prompt], hooks: Hooks | None = None) -> torch.Tensor:
+        return self.decide(prompts, (), hooks).states
+
+    def next_token_logits(self, prompts: Sequence[Prompt], hooks: Hooks | None = None) -> torch.Tensor:
+        """Full-vocabulary logits at the answer position [N, V] (logit lens, Yes/No probes)."""
+
+        def reduce(logits: torch.Tensor, _valid: torch.Tensor, _targets: torch.Tensor) -> torch.Tensor:
+            return logits[:, 0]
+
+        return self._run(prompts, reduce, False, hooks)[0]
+
+    def caption_logprob(
+        self, images: Sequence[Image.Image], captions: Sequence[str], instruction: str = DEFAULT_INSTRUCTION
+    ) -> torch.Tensor:
+        """Mean log-probability of each caption's tokens as the assistant's answer to ``instruction`` about
+        the image, [N]. Only the caption's own tokens count (not the template's end-of-turn tokens).
+        Captions of the same image share one prefix forward."""
+        if len(images) != len(captions):
+            raise ValueError(f"caption_logprob: {len(images)} images but {len(captions)} captions")
+        prompts = [Prompt(images=(im,), text=instruction) for im in images]
+
+        def encode_rows(rows: list[int]) -> tuple[EncodedBatch, list[list[int]]]:
+            enc, spans = encode_with_answers(
+                self.processor, self.config, [prompts[r] for r in rows], [captions[r] for r in rows]
+            )
+            return enc, [list(range(a - 1, b - 1)) for a, b in spans]
+
+        def reduce(logits: torch.Tensor, valid: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+            logp = torch.log_softmax(logits.float(), dim=-1)
+            picked = logp.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+            picked = torch.where(valid, picked, torch.zeros_like(picked))
+            return picked.sum(dim=1) / valid.sum(dim=1)
+
+        return self._run(prompts, reduce, False, None, encode_rows)[0]
+
+    @torch.inference_mode()
+    def attentions(self, prompts: Sequence[Prompt], hooks: Hooks | None = None) -> Attentions:
+        """Per layer, the answer query's attention weights [N, heads, keys] (after any modifier), with the
+        spans of each row; rows shorter than the longest are zero-padded on the right."""
+        _check_prompts(prompts)
+        chunks: list[tuple[list[torch.Tensor], EncodedBatch]] = []
+        for start in range(0, len(prompts), self.batch_size):
+            for run in _kind_runs(prompts, start, min(start + self.batch_size, len(prompts))):
+                enc = self.encode([prompts[i] for i in run])
+                ctx = AttentionContext(
+                    modifiers=dict(hooks.attention) if hooks else {}, spans=enc.spans,
+                    capture_rows=torch.tensor([n - 1 for n in enc.lengths]),
+                )
+                with attention_context(ctx), mlp_scales(self.layers, hooks.mlp_scale if hooks else {}):
+                    self.model(**self.runner.to_device(enc.inputs), logits_to_keep=1, use_cache=False)
+                missing = [i for i in range(self.num_layers) if i not in ctx.captured]
+                if missing:
+                    raise RuntimeError(f"no attention captured for layers {missing}")
+                chunks.append(([ctx.captured[i] for i in range(self.num_layers)], enc))
+        width = max(w[0].shape[-1] for w, _ in chunks)
+        weights = [
+            torch.cat([torch.nn.functional.pad(w[layer], (0, width - w[layer].shape[-1])) for w, _ in chunks])
+            for layer in range(self.num_layers)
+        ]
+        return Attentions(weights=weights, spans=_merge_spans([e.spans for _, e in chunks]))
+
+    @torch.inference_mode()
+    def generate(
+        self, prompts: Sequence[Prompt], max_new_tokens: int = 32, hooks: Hooks | None = None
+    ) -> list[str]:
+        _check_prompts(prompts)
+        texts: dict[int, str] = {}
+        tok = self.processor.tokenizer
+        for start in range(0, len(prompts), self.batch_size):
+            for rows in _kind_runs(prompts, start, min(start + self.batch_size, len(prompts))):
+                enc = self.encode([prompts[i] for i in rows], padding_side="left")
+                ctx = AttentionContext(modifiers=dict(hooks.attention) if hooks else {}, spans=enc.spans)
+                with attention_context(ctx), mlp_scales(self.layers, hooks.mlp_scale if hooks else {}):
+                    out = self.model.generate(
+                        **self.runner.to_device(enc.inputs), max_new_tokens=max_new_tokens, do_sample=False,
+                        num_beams=1, pad_token_id=tok.pad_token_id, temperature=None, top_p=None, top_k=None,
+                    )
+                new = out[:, enc.inputs["input_ids"].shape[1] :]
+                for r, seq in zip(rows, new, strict=True):
+                    texts[r] = tok.decode(seq, skip_special_tokens=True).strip()
+        return [texts[i] for i in range(len(prompts))]
+
+    def fingerprint(self) -> dict[str, Any]:
+        if self._sha is None:
+            self._sha = checkpoint_sha256(self._files)
+        return {
+            "spec": self.spec,
+            "kind": "vlm",
+            "family": str(self.config.model_type),
+            "architecture": type(self.model).__name__,
+            "num_layers": self.num_layers,
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "device": str(self.device),
+            "checkpoint_sha256": self._sha,
+        }
+
+    def cache_stats(self) -> dict[str, int]:
+        r = self.runner
+        return {"prefix_calls": r.prefix_calls, "suffix_calls": r.suffix_calls, "full_calls": r.full_calls}
+
+
+def _kind_runs(prompts: Sequence[Prompt], start: int, stop: int) -> list[list[int]]:
+    """Consecutive index runs in [start, stop) whose prompts all have images or all have none, in order
+    (a processor call takes one kind; keeping runs consecutive keeps the output order)."""
+    runs: list[list[int]] = []
+    for i in range(start, stop):
+        if runs and bool(prompts[runs[-1][-1]].images) == bool(prompts[i].images):
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
+
+
+def _merge_spans(parts: Sequence[TokenSpans]) -> TokenSpans:
+    return TokenSpans(
+        image=[x for s in parts for x in s.image],
+        description=[x for s in parts for x in s.description],
+        length=[x for s in parts for x in s.length],
+        image_runs=[x for s in parts for x in s.image_runs],
+        offset=[x for s in parts for x in s.offset],
+    )

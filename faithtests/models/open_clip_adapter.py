@@ -1,0 +1,184 @@
+"""open_clip dual encoders as :class:`~faithtests.models.protocols.ImageTextScorer`.
+
+Spec forms (after the ``open_clip:`` prefix):
+- ``local-dir:PATH``: open_clip's own local directory layout (``open_clip_config.json`` with ``model_cfg``
+  and ``preprocess_cfg``, plus weights such as ``open_clip_model.safetensors``);
+- ``NAME@FILE``: a built-in architecture (``ViT-B-32``) with a local weights file (.safetensors/.bin/.pt);
+- ``CONFIG.json@FILE``: a model config file (``open_clip_config.json`` layout or a bare ``model_cfg``)
+  with a weights file, for architectures open_clip does not ship;
+- ``NAME@TAG``: a pretrained tag (``laion2b_s34b_b79k``). Without ``allow_download`` the tag must already
+  be in the local cache (Hugging Face hub cache or ``~/.cache/clip``); nothing is fetched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from faithtests.models.cache import checkpoint_sha256
+from faithtests.models.errors import ModelNotFoundError, ModelSpecError
+from faithtests.models.scorer_base import CachedDualEncoder
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+
+@contextlib.contextmanager
+def hub_offline(enabled: bool) -> Iterator[None]:
+    """Force huggingface_hub offline while open. ``HF_HUB_OFFLINE`` is read once at import, so the
+    module constant is patched (``is_offline_mode()`` reads it at call time)."""
+    if not enabled:
+        yield
+        return
+    from huggingface_hub import constants
+
+    saved = constants.HF_HUB_OFFLINE
+    constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        constants.HF_HUB_OFFLINE = saved
+
+
+def _cached_tag_file(cfg: dict[str, Any], cache_dir: str | None) -> tuple[Path | None, list[str]]:
+    """Locate a pretrained tag's weights in the local caches without any network access."""
+    looked: list[str] = []
+    hub = str(cfg.get("hf_hub", ""))
+    if hub:
+        from huggingface_hub import try_to_load_from_cache
+
+        model_id, filename = os.path.split(hub)
+        names = [filename] if filename else []
+        names += ["open_clip_model.safetensors", "open_clip_pytorch_model.safetensors",
+                  "open_clip_pytorch_model.bin"]
+        for name in dict.fromkeys(names):
+            looked.append(f"hf-hub cache {model_id}/{name}")
+            found = try_to_load_from_cache(model_id, name, cache_dir=cache_dir)
+            if isinstance(found, str) and os.path.isfile(found):
+                return Path(found), looked
+    url = str(cfg.get("url", ""))
+    if url:
+        candidate = Path(cache_dir or os.path.expanduser("~/.cache/clip")) / os.path.basename(url)
+        looked.append(str(candidate))
+        if candidate.is_file():
+            return candidate, looked
+    return None, looked
+
+
+def _config_dir_for(config_path: Path, weights: Path, workdir: Path) -> Path:
+    """An open_clip local-dir (config + weights link) for a config file and a separate weights file."""
+    raw = json.loads(config_path.read_text(encoding="utf-8"))
+    wrapped = raw if "model_cfg" in raw else {"model_cfg": raw, "preprocess_cfg": {}}
+    (workdir / "open_clip_config.json").write_text(json.dumps(wrapped), encoding="utf-8")
+    (workdir / f"open_clip_model{weights.suffix}").symlink_to(weights.resolve())
+    return workdir
+
+
+class OpenClipScorer(CachedDualEncoder):
+    """An open_clip model + its preprocess transform + tokenizer behind the scorer protocol."""
+
+    def __init__(
+        self,
+        spec: str,
+        body: str,
+        *,
+        device: torch.device,
+        dtype: torch.dtype,
+        batch_size: int = 16,
+        allow_download: bool = False,
+        cache_dir: str | None = None,
+    ) -> None:
+        import open_clip
+
+        files: list[Path] = []
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(hub_offline(not allow_download))
+            if body.startswith("local-dir:"):
+                path = Path(body.removeprefix("local-dir:")).expanduser()
+                if not (path / "open_clip_config.json").is_file():
+                    raise ModelNotFoundError(
+                        f"{spec}: looked for {path / 'open_clip_config.json'} (an open_clip local-dir needs "
+                        "open_clip_config.json and a weights file such as open_clip_model.safetensors)"
+                    )
+                name, files = f"local-dir:{path}", [path]
+                create_kwargs: dict[str, Any] = {}
+            else:
+                name, create_kwargs, files = self._resolve_named(spec, body, allow_download, cache_dir, stack)
+            try:
+                model, _, preprocess = open_clip.create_model_and_transforms(
+                    name, device=device, cache_dir=cache_dir, **create_kwargs
+                )
+                tokenizer = open_clip.get_tokenizer(name.split("@")[0], cache_dir=cache_dir)
+            except (OSError, RuntimeError, ValueError) as err:
+                raise ModelNotFoundError(f"{spec}: open_clip could not load it offline: {err}") from err
+        self.model = model.to(device=device, dtype=dtype).eval()
+        self.preprocess = preprocess
+        self.tokenizer = tokenizer
+        meta = {"family": "open_clip", "checkpoint_sha256": checkpoint_sha256(files)}
+        super().__init__(spec, device=device, dtype=dtype, batch_size=batch_size, meta=meta)
+
+    @staticmethod
+    def _resolve_named(
+        spec: str, body: str, allow_download: bool, cache_dir: str | None, stack: contextlib.ExitStack
+    ) -> tuple[str, dict[str, Any], list[Path]]:
+        import open_clip
+
+        if "@" not in body:
+            raise ModelSpecError(
+                f"{spec}: give weights as open_clip:NAME@PRETRAINED (a tag or a local file), "
+                "or open_clip:local-dir:PATH; a randomly initialised model is never loaded silently"
+            )
+        name, pretrained = body.split("@", 1)
+        weights = Path(pretrained).expanduser()
+        config_file = Path(name).expanduser()
+        if name.endswith(".json"):
+            if not config_file.is_file():
+                raise ModelNotFoundError(f"{spec}: model config file {config_file} does not exist")
+            if not weights.is_file():
+                raise ModelNotFoundError(f"{spec}: weights file {weights} does not exist")
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="faith_oc_")))
+            return f"local-dir:{_config_dir_for(config_file, weights, workdir)}", {}, [weights]
+        if name not in open_clip.list_models():
+            raise ModelNotFoundError(
+                f"{spec}: {name!r} is not an open_clip architecture (see open_clip.list_models()); "
+                "for a custom architecture pass open_clip:CONFIG.json@WEIGHTS or open_clip:local-dir:PATH"
+            )
+        if weights.is_file():
+            return name, {"pretrained": str(weights)}, [weights]
+        tag_cfg = open_clip.get_pretrained_cfg(name, pretrained)
+        if not tag_cfg:
+            raise ModelNotFoundError(
+                f"{spec}: {pretrained!r} is neither a file nor a pretrained tag of {name} "
+                f"(tags: {open_clip.list_pretrained_tags_by_model(name)})"
+            )
+        if allow_download:
+            return name, {"pretrained": pretrained}, []
+        found, looked = _cached_tag_file(tag_cfg, cache_dir)
+        if found is None:
+            raise ModelNotFoundError(
+                f"{spec}: pretrained tag {pretrained!r} is not in the local cache and downloads are off. "
+                f"Looked for: {'; '.join(looked)}. Pass a local file instead "
+                f"(open_clip:{name}@/path/to/weights.safetensors) or allow downloads."
+            )
+        keys = ("mean", "std", "interpolation", "resize_mode")
+        kwargs: dict[str, Any] = {
+            "pretrained": str(found),
+            "force_preprocess_cfg": {k: tag_cfg[k] for k in keys if k in tag_cfg},
+            "force_quick_gelu": bool(tag_cfg.get("quick_gelu", False)),
+        }
+        return name, kwargs, [found]
+
+    def _encode_image_batch(self, images: list[Image.Image]) -> torch.Tensor:
+        pixels = torch.stack([self.preprocess(im.convert("RGB")) for im in images])
+        return self.model.encode_image(pixels.to(device=self.device, dtype=self.dtype))  # type: ignore[no-any-return]
+
+    def _encode_text_batch(self, texts: list[str]) -> torch.Tensor:
+        tokens = self.tokenizer(texts).to(self.device)
+        return self.model.encode_text(tokens)  # type: ignore[no-any-return]

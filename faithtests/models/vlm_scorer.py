@@ -1,0 +1,109 @@
+"""A generative VLM used as an :class:`~faithtests.models.protocols.ImageTextScorer` (LGIP on VLMs).
+
+``similarity(I, c)`` is the mean log-probability of the caption's tokens as the assistant's answer to
+"Describe the image." about ``I`` (SPEC.md, "scorer"; LGIP's future work). It is a log-likelihood, not a
+cosine: values are <= 0 and gaps between captions are in nats per token. Every unique (image, caption)
+pair is scored once per session; captions of one image share a prefix forward.
+
+``encode_texts``/``encode_images`` give real, if simple, embeddings for the parts of a protocol that need
+one (e.g. LGIP's text-text cosine in flip strength): the mean of the language model's last hidden state
+over the text's tokens (text alone, no template), resp. over the image tokens of the scoring prompt.
+Both are L2-normalised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from faithtests.models.cache import CacheStats, EncodeCache, image_key, text_key
+from faithtests.models.hf_vlm import DEFAULT_INSTRUCTION, HFVisionLanguageModel
+from faithtests.models.protocols import Prompt
+from faithtests.models.scorer_base import check_images, check_texts
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+
+class VLMScorer:
+    score_kind = "caption_mean_logprob"
+
+    def __init__(self, vlm: HFVisionLanguageModel, spec: str | None = None,
+                 instruction: str = DEFAULT_INSTRUCTION) -> None:
+        self.vlm = vlm
+        self.spec = spec or f"vlm-scorer:{vlm.spec}"
+        self.instruction = instruction
+        ns = f"{self.spec}|{vlm.fingerprint()['checkpoint_sha256']}|{vlm.dtype}"
+        self.pair_stats = CacheStats()
+        self._pairs: dict[tuple[str, str], float] = {}
+        self.text_cache: EncodeCache[str] = EncodeCache(
+            f"{ns}|text", text_key, self._embed_texts, vlm.batch_size
+        )
+        self.image_cache: EncodeCache[Image.Image] = EncodeCache(
+            f"{ns}|image", image_key, self._embed_images, vlm.batch_size
+        )
+
+    def similarity(self, images: Sequence[Image.Image], texts: Sequence[str]) -> torch.Tensor:
+        """Mean caption log-prob per pair [N] (higher = better match)."""
+        if len(images) != len(texts):
+            raise ValueError(f"similarity: {len(images)} images but {len(texts)} texts")
+        check_images(images)
+        check_texts(texts)
+        keys = [(image_key(im), text_key(t)) for im, t in zip(images, texts, strict=True)]
+        todo: dict[tuple[str, str], int] = {}
+        for i, key in enumerate(keys):
+            if key not in self._pairs and key not in todo:
+                todo[key] = i
+        self.pair_stats.hits += len(keys) - len(todo)
+        if todo:
+            rows = list(todo.values())
+            scores = self.vlm.caption_logprob(
+                [images[i] for i in rows], [texts[i] for i in rows], self.instruction
+            )
+            for key, value in zip(todo, scores.tolist(), strict=True):
+                self._pairs[key] = float(value)
+            self.pair_stats.encoded += len(rows)
+            self.pair_stats.calls += 1
+        return torch.tensor([self._pairs[k] for k in keys], dtype=torch.float32)
+
+    def encode_texts(self, texts: Sequence[str]) -> torch.Tensor:
+        check_texts(texts)
+        return self.text_cache.get(list(texts))
+
+    def encode_images(self, images: Sequence[Image.Image]) -> torch.Tensor:
+        check_images(images)
+        return self.image_cache.get(list(images))
+
+    @torch.inference_mode()
+    def _embed_texts(self, texts: list[str]) -> torch.Tensor:
+        tok = self.vlm.processor.tokenizer
+        enc = tok(texts, padding=True, padding_side="right", return_tensors="pt", add_special_tokens=False)
+        ids = enc["input_ids"].to(self.vlm.device)
+        mask = enc["attention_mask"].to(self.vlm.device)
+        hidden = self.vlm.model.get_decoder()(input_ids=ids, attention_mask=mask).last_hidden_state.float()
+        pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+        return torch.nn.functional.normalize(pooled, dim=-1)
+
+    @torch.inference_mode()
+    def _embed_images(self, images: list[Image.Image]) -> torch.Tensor:
+        enc = self.vlm.encode([Prompt(images=(im,), text=self.instruction) for im in images])
+        inputs = self.vlm.runner.to_device(enc.inputs)
+        out = self.vlm.model(**inputs, output_hidden_states=True, use_cache=False)
+        hidden = out.hidden_states[-1].float()
+        is_image = (enc.inputs["input_ids"] == self.vlm.image_token).to(hidden.device)[..., None]
+        pooled = (hidden * is_image).sum(1) / is_image.sum(1)
+        return torch.nn.functional.normalize(pooled, dim=-1)
+
+    def cache_stats(self) -> dict[str, int]:
+        return {
+            "pairs_scored": self.pair_stats.encoded,
+            "pair_hits": self.pair_stats.hits,
+            "texts_encoded": self.text_cache.stats.encoded,
+            "images_encoded": self.image_cache.stats.encoded,
+        }
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {**self.vlm.fingerprint(), "spec": self.spec, "kind": "scorer", "score": self.score_kind,
+                "instruction": self.instruction}

@@ -1,0 +1,259 @@
+"""Every HF VLM adapter method on tiny LLaVA, Qwen2-VL, Idefics3, Gemma3 and InternVL models.
+
+Reference values come from plain transformers calls on the same model (processor + forward), so the
+adapter is checked against the library, not against itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from faithtests.models.hf_vlm import HFVisionLanguageModel
+from faithtests.models.prompting import OptionTokenError
+from faithtests.models.protocols import Hooks, Prompt, TokenSpans, VisionLanguageModel
+
+
+def question(a: str, b: str) -> str:
+    return f'Which caption better matches the image? Answer only A or B.\nA: "{a}"\nB: "{b}"'
+
+
+@pytest.fixture(scope="session")
+def prompts(images: list[Any]) -> list[Prompt]:
+    """Rows 0, 1, 3 share an image (prefix sharing applies); row 2 has its own; row 3 a description."""
+    a, b = images[0], images[1]
+    return [
+        Prompt((a,), question("a red circle", "a blue square")),
+        Prompt((a,), question("a blue square", "a red circle")),
+        Prompt((b,), question("two dogs", "one cat")),
+        Prompt((a,), question("a red circle", "a red circle"), description="this is a happy scene"),
+    ]
+
+
+@pytest.fixture(scope="session")
+def vlm(family: str, load_tiny: Callable[..., Any]) -> HFVisionLanguageModel:
+    model = load_tiny(family)
+    assert isinstance(model, HFVisionLanguageModel)
+    return model
+
+
+def reference_forward(vlm: HFVisionLanguageModel, prompt: Prompt) -> Any:
+    """One prompt through the processor's chat template and a plain model forward (no adapter logic)."""
+    from faithtests.models.prompting import messages
+
+    text = vlm.processor.apply_chat_template(messages(prompt), add_generation_prompt=True, tokenize=False)
+    bos = vlm.processor.tokenizer.bos_token
+    inputs = vlm.processor(
+        text=[text], images=[list(prompt.images)], return_tensors="pt",
+        add_special_tokens=not (bos is not None and text.startswith(bos)),
+    )
+    with torch.inference_mode():
+        return inputs, vlm.model(**inputs, output_hidden_states=True)
+
+
+def test_protocol_and_fingerprint(vlm: HFVisionLanguageModel, family: str) -> None:
+    assert isinstance(vlm, VisionLanguageModel)
+    assert vlm.num_layers == 2
+    fp = vlm.fingerprint()
+    assert fp["family"] == family and fp["dtype"] == "float32" and fp["device"] == "cpu"
+    assert len(fp["checkpoint_sha256"]["model.safetensors"]) == 64
+
+
+def test_option_logits_match_plain_forward(vlm: HFVisionLanguageModel, prompts: list[Prompt]) -> None:
+    logits = vlm.option_logits(prompts, ["A", "B"])
+    assert logits.shape == (4, 2) and logits.dtype == torch.float32
+    ids = [vlm.processor.tokenizer.convert_tokens_to_ids(x) for x in ("A", "B")]
+    for row, prompt in enumerate(prompts):
+        _, out = reference_forward(vlm, prompt)
+        assert torch.allclose(logits[row], out.logits[0, -1, ids], atol=1e-4)
+
+
+def test_option_letters_must_be_single_tokens(vlm: HFVisionLanguageModel, prompts: list[Prompt]) -> None:
+    with pytest.raises(OptionTokenError, match="2 tokens"):
+        vlm.option_logits(prompts[:1], ["A", "B C"])
+    with pytest.raises(OptionTokenError, match="repeated"):
+        vlm.option_logits(prompts[:1], ["A", "A"])
+
+
+def test_states_are_decoder_layer_outputs(vlm: HFVisionLanguageModel, prompts: list[Prompt]) -> None:
+    states = vlm.states(prompts)
+    assert states.shape == (vlm.num_layers, 4, vlm.config.get_text_config().hidden_size)
+    norm = vlm.model.get_decoder().norm
+    for row, prompt in enumerate(prompts):
+        _, out = reference_forward(vlm, prompt)
+        hs = out.hidden_states  # (embeddings, layer 1, ..., final layer after the final norm)
+        for layer in range(vlm.num_layers - 1):
+            assert torch.allclose(states[layer, row], hs[layer + 1][0, -1], atol=1e-4)
+        with torch.inference_mode():
+            assert torch.allclose(norm(states[-1, row][None])[0], hs[-1][0, -1], atol=1e-4)
+
+
+def test_decide_combines_logits_and_states(vlm: HFVisionLanguageModel, prompts: list[Prompt]) -> None:
+    decision = vlm.decide(prompts, ["A", "B"])
+    assert torch.allclose(decision.logits, vlm.option_logits(prompts, ["A", "B"]), atol=1e-6)
+    assert torch.allclose(decision.states, vlm.states(prompts), atol=1e-6)
+
+
+def test_prefix_cache_equals_full_forward(
+    vlm: HFVisionLanguageModel, prompts: list[Prompt], family: str, load_tiny: Callable[..., Any]
+) -> None:
+    full_model = load_tiny(family, prefix_cache=False)
+    before = vlm.cache_stats()
+    cached = vlm.decide(prompts, ["A", "B"])
+    after = vlm.cache_stats()
+    assert after["prefix_calls"] == before["prefix_calls"] + 1  # rows 0, 1, 3 share one prefix
+    full = full_model.decide(prompts, ["A", "B"])
+    assert full_model.cache_stats()["prefix_calls"] == 0
+    assert (cached.logits - full.logits).abs().max() < 1e-4
+    assert (cached.states - full.states).abs().max() < 1e-4
+
+
+def test_batch_equals_single(vlm: HFVisionLanguageModel, prompts: list[Prompt]) -> None:
+    batch = vlm.option_logits(prompts, ["A", "B"])
+    for row, prompt in enumerate(prompts):
+        assert torch.allclose(vlm.option_logits([prompt], ["A", "B"])[0], batch[row], atol=1e-5)
+
+
+def test_token_spans(vlm: HFVisionLanguageModel, prompts: list[Prompt]) -> None:
+    enc = vlm.encode(prompts)
+    ids = enc.inputs["input_ids"]
+    tok = vlm.processor.tokenizer
+    for row in range(len(prompts)):
+        image_positions = (ids[row] == vlm.image_token).nonzero().flatten().tolist()
+        start, end = enc.spans.image[row]
+        assert (start, end) == (image_positions[0], image_positions[-1] + 1)
+        assert sum(b - a for a, b in enc.spans.image_runs[row]) == len(image_positions)
+        assert enc.spans.length[row] == int(enc.inputs["attention_mask"][row].sum())
+    a, b = enc.spans.description[3]
+    assert tok.decode(ids[3, a:b]) == "this is a happy scene"
+    assert enc.spans.description[0] == (0, 0)
+    other = enc.spans.other_mask(3, ids.shape[1])
+    assert not any(other[a:b]) and not any(other[slice(*enc.spans.image[3])])
+
+
+def test_two_image_prompts(
+    vlm: HFVisionLanguageModel, family: str, images: list[Any], load_tiny: Callable[..., Any]
+) -> None:
+    """Difference-suite prompts: two images per prompt, one image-token run per image, prefix exact."""
+    pair = (images[3], images[4])
+    texts = ["Are the two pictures the same? A or B", "Are the two pictures different? A or B", "A or B ?"]
+    prompts = [Prompt(pair, t) for t in texts] + [Prompt((images[4], images[3]), texts[0])]
+    enc = vlm.encode(prompts)
+    single = vlm.encode([Prompt(pair[:1], texts[0])])
+    per_image = sum(b - a for a, b in single.spans.image_runs[0])
+    for runs in enc.spans.image_runs:
+        # two runs, or one when the template's separator between images is not a token (the tiny LLaVA
+        # tokenizer drops the newline after <image>)
+        assert 1 <= len(runs) <= 2 and sum(b - a for a, b in runs) == 2 * per_image
+    got = vlm.decide(prompts, ["A", "B"])
+    want = load_tiny(family, prefix_cache=False).decide(prompts, ["A", "B"])
+    assert (got.logits - want.logits).abs().max() < 1e-4 and (got.states - want.states).abs().max() < 1e-4
+    assert (got.logits[0] - got.logits[3]).abs().max() > 1e-4  # image order matters
+
+
+def test_attentions_rows_sum_to_one(vlm: HFVisionLanguageModel, prompts: list[Prompt]) -> None:
+    att = vlm.attentions(prompts)
+    heads = vlm.config.get_text_config().num_attention_heads
+    assert len(att.weights) == vlm.num_layers
+    width = max(att.spans.length)
+    for w in att.weights:
+        assert w.shape == (4, heads, width)
+        assert torch.allclose(w.sum(-1), torch.ones(4, heads), atol=1e-5)
+        for row, n in enumerate(att.spans.length):
+            assert float(w[row, :, n:].abs().sum()) == 0.0  # nothing beyond the real tokens
+            a, b = att.spans.image[row]
+            assert float(w[row, :, a:b].sum()) > 0.0
+
+
+def zero_image_attention(layer: int, weights: torch.Tensor, spans: TokenSpans) -> torch.Tensor:
+    """Move all attention mass off the image tokens (renormalised over the rest)."""
+    out = weights.clone()
+    for row, (a, b) in enumerate(spans.image):
+        out[row, :, :, a:b] = 0.0
+    return out / out.sum(-1, keepdim=True)
+
+
+def test_attention_hooks(vlm: HFVisionLanguageModel, prompts: list[Prompt]) -> None:
+    base = vlm.option_logits(prompts, ["A", "B"])
+    identity = Hooks(attention={i: (lambda layer, w, spans: w) for i in range(vlm.num_layers)})
+    assert (vlm.option_logits(prompts, ["A", "B"], identity) - base).abs().max() < 1e-5
+    blind = Hooks(attention={i: zero_image_attention for i in range(vlm.num_layers)})
+    moved = vlm.option_logits(prompts, ["A", "B"], blind)
+    assert (moved - base).abs().max() > 1e-4
+    att = vlm.attentions(prompts, blind)
+    for w in att.weights:
+        assert torch.allclose(w.sum(-1), torch.ones_like(w.sum(-1)), atol=1e-5)
+        for row, (a, b) in enumerate(att.spans.image):
+            assert float(w[row, :, a:b].abs().sum()) == 0.0
+
+
+def test_mlp_scale_and_logit_adjuster(vlm: HFVisionLanguageModel, prompts: list[Prompt]) -> None:
+    base = vlm.decide(prompts, ["A", "B"])
+    same = vlm.decide(prompts, ["A", "B"], Hooks(mlp_scale={i: 1.0 for i in range(vlm.num_layers)}))
+    assert torch.equal(same.logits, base.logits) and torch.equal(same.states, base.states)
+    scaled = vlm.decide(prompts, ["A", "B"], Hooks(mlp_scale={0: 0.5}))
+    assert (scaled.logits - base.logits).abs().max() > 1e-4
+    assert (scaled.states[0] - base.states[0]).abs().max() > 1e-5  # layer 0's own output changes
+
+    def shift_b(logits: torch.Tensor, letters: Any) -> torch.Tensor:
+        assert list(letters) == ["A", "B"]
+        return logits + torch.tensor([0.0, 3.0])
+
+    adjusted = vlm.option_logits(prompts, ["A", "B"], Hooks(logit_adjuster=shift_b))
+    assert torch.allclose(adjusted, base.logits + torch.tensor([0.0, 3.0]))
+    with pytest.raises(IndexError, match="out of range"):
+        vlm.option_logits(prompts, ["A", "B"], Hooks(mlp_scale={vlm.num_layers: 0.5}))
+
+
+def test_generate_is_greedy_and_deterministic(vlm: HFVisionLanguageModel, prompts: list[Prompt]) -> None:
+    first = vlm.generate(prompts, max_new_tokens=4)
+    assert len(first) == 4 and all(isinstance(t, str) for t in first)
+    assert vlm.generate(prompts, max_new_tokens=4) == first
+    # Row 2 alone (no left padding) produces the same greedy text as inside the batch.
+    assert vlm.generate(prompts[2:3], max_new_tokens=4) == first[2:3]
+    # Greedy: the first generated token is the argmax of the next-token logits.
+    first_token = int(vlm.next_token_logits(prompts[2:3])[0].argmax())
+    tok = vlm.processor.tokenizer
+    if first_token not in tok.all_special_ids:
+        assert first[2].split()[0] == tok.decode([first_token]).strip()
+
+
+def test_generate_with_identity_hook_is_unchanged(vlm: HFVisionLanguageModel, prompts: list[Prompt]) -> None:
+    identity = Hooks(attention={i: (lambda layer, w, spans: w) for i in range(vlm.num_layers)},
+                     mlp_scale={0: 1.0})
+    assert vlm.generate(prompts, max_new_tokens=3, hooks=identity) == vlm.generate(prompts, max_new_tokens=3)
+
+
+def test_bad_prompts_are_named(vlm: HFVisionLanguageModel, images: list[Any]) -> None:
+    from faithtests.models.prompting import PromptRenderError
+
+    with pytest.raises(PromptRenderError, match=r"Prompt\.text is empty"):
+        vlm.option_logits([Prompt((images[0],), "  ")], ["A", "B"])
+    with pytest.raises(PromptRenderError, match="description is empty"):
+        vlm.option_logits([Prompt((images[0],), "A or B?", description="")], ["A", "B"])
+    with pytest.raises(TypeError, match="prompt 0 is str"):
+        vlm.option_logits(["A or B?"], ["A", "B"])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="no prompts"):
+        vlm.states([])
+
+
+def test_caption_logprob_matches_manual(vlm: HFVisionLanguageModel, images: list[Any]) -> None:
+    from faithtests.models.prompting import encode_with_answers
+
+    caps = ["a red circle", "two dog on the red square", "a red circle"]
+    imgs = [images[0], images[0], images[1]]
+    scores = vlm.caption_logprob(imgs, caps)
+    assert scores.shape == (3,) and bool((scores < 0).all())
+    enc, spans = encode_with_answers(
+        vlm.processor, vlm.config, [Prompt((imgs[1],), "Describe the image.")], [caps[1]]
+    )
+    a, b = spans[0]
+    ids = enc.inputs["input_ids"][0]
+    with torch.inference_mode():
+        logp = torch.log_softmax(vlm.model(**enc.inputs).logits[0].float(), -1)
+    manual = torch.stack([logp[p - 1, ids[p]] for p in range(a, b)]).mean()
+    assert abs(float(scores[1]) - float(manual)) < 1e-4
+    assert vlm.processor.tokenizer.decode(ids[a:b]) == caps[1]
