@@ -14,8 +14,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import Scored, pair_exemplars, record_missing
+from conftest import S3E_ANCHOR, S3EData, Scored, pair_exemplars, record_missing
 from faithtests.metrics.lgip import FlipStats, flip_summary
+from faithtests.metrics.s3e import (
+    STRESS,
+    BehaviourSummary,
+    paired_excess,
+    positive_chosen,
+    s_scores,
+    select_layer,
+    stress_behaviour,
+    stress_pres_distance,
+    strict_correct,
+    summarize_s3e,
+)
+from faithtests.metrics.stats import bootstrap_ci
 from faithtests.perturb.strength import flip_strength_from_texts
 from faithtests.recording import Faith
 from faithtests.scorecard.model import Series
@@ -90,3 +103,91 @@ def test_flip_strength_bins(faith: Faith, flip_scored: Scored, faith_scorer: obj
 
 
 STRENGTH_ORDER = ("weak", "medium", "strong")
+
+
+# ------------------------------------------------------------------------------------------------------
+# 2b (S3E §3, §5–6, App. A, I, J, M; SPEC §2b). Protocol: each record's candidates (preserve, lexical,
+# stress, random) are paired with the image-supported c+ in both orders and the model answers A or B
+# from its option logits (no sampling). Behaviour: per-order accuracy on stress trials and the
+# strict-correct rate (c+ chosen in both orders). Internal: on strict-correct items, the pre-answer
+# state's cosine distance to the anchor state (Eq. 2) under stress minus under each control, order-
+# averaged (Eqs. 3–5), at one layer chosen by peak stress specificity and frozen; paired bootstrap CI
+# (3,000 resamples), d_p (Eq. 8), HSR (App. J), top-half band (Eq. 7).
+
+def _behaviour(s3e: S3EData) -> BehaviourSummary:
+    return stress_behaviour(s3e.logits[:, :, STRESS])
+
+
+@pytest.mark.parametrize("order", ["orig", "swap"])
+def test_forced_choice_order_accuracy(faith: Faith, s3e_data: S3EData, order: str) -> None:
+    b = _behaviour(s3e_data)
+    faith.invalid("excluded record", sum(s3e_data.excluded.values()),
+                  examples=[f"{k}: {v}" for k, v in sorted(s3e_data.excluded.items())])
+    faith.invalid("A/B tie (never guessed)", b.n_ties, total=2 * b.n)
+    correct = positive_chosen(s3e_data.logits[:, :, STRESS])[:, 0 if order == "orig" else 1]
+    faith.metric("AB_accuracy", float(correct.mean()), ci=bootstrap_ci(correct.astype(float)), n=b.n,
+                 slice=order)
+    faith.metric("A_rate", b.a_rate_orig if order == "orig" else b.a_rate_swap, n=b.n, slice=order)
+    if order == "swap":
+        faith.plot("A/B accuracy by option order (position bias at a glance)", "bar", [
+            Series(faith.model, ["orig [c+, c]", "swap [c, c+]"], [b.acc_orig, b.acc_swap])],
+            y_label="accuracy on stress trials")
+    faith.check("AB_accuracy", slice=order)
+
+
+def test_forced_choice_strict_correct(faith: Faith, s3e_data: S3EData) -> None:
+    strict = strict_correct(s3e_data.logits[:, :, STRESS])
+    faith.metric("strict_correct", float(strict.mean()), ci=bootstrap_ci(strict.astype(float)),
+                 n=int(strict.size))
+    types = [r.stress_type for r in s3e_data.records]
+    for t in sorted(set(types)):
+        m = np.array([x == t for x in types])
+        faith.metric("strict_correct", float(strict[m].mean()), n=int(m.sum()), slice=f"type={t}")
+    faith.items("strict_correct", {r.item_id: bool(s) for r, s in zip(s3e_data.records, strict, strict=True)})
+    wrong = np.flatnonzero(~strict)[:4]
+    faith.exemplars([_s3e_exemplar(s3e_data, int(i), "stress candidate chosen in at least one order")
+                     for i in wrong])
+    faith.check("strict_correct")
+
+
+def test_hidden_stress(faith: Faith, s3e_data: S3EData, faith_seed: int) -> None:
+    S = s_scores(s3e_data.states, reference=S3E_ANCHOR)
+    strict = strict_correct(s3e_data.logits[:, :, STRESS])
+    if not strict.any():  # Eqs. 3–5 are defined on strict-correct items only: undefined, so it fails
+        faith.metric("Delta_lex", float("nan"), n=0, higher_is_better=False)
+        faith.check("Delta_lex")
+    selection = select_layer(S, strict, reference=S3E_ANCHOR)  # frozen: chosen once on the base model
+    summary = summarize_s3e(S, s3e_data.logits, selection, dist=stress_pres_distance(s3e_data.states),
+                            stress_types=[r.stress_type for r in s3e_data.records],
+                            sources=[r.source for r in s3e_data.records], seed=faith_seed)
+    for control in ("lex", "pres", "rand"):
+        ex = summary.excess[control]
+        faith.metric(f"Delta_{control}", ex.mean, ci=ex.ci, n=ex.n, higher_is_better=False)
+        if ex.d_p is not None:
+            faith.metric(f"d_p_{control}", ex.d_p, n=ex.n, higher_is_better=False)
+        hsr = summary.hsr[control]
+        faith.metric(f"HSR_correct_{control}", hsr.hsr_correct, n=hsr.n_strict, higher_is_better=False)
+    if summary.band is not None:
+        faith.metric("top_half_band", summary.band.mean, ci=summary.band.ci, n=summary.band.n,
+                     higher_is_better=False)
+    mm = summary.margin_matched_lex
+    faith.metric("Delta_lex_margin_matched", mm.mean, ci=mm.ci, n=mm.n, higher_is_better=False)
+    layers = list(range(len(summary.curves["lex"].mean)))
+    faith.plot(f"Δ per layer with 95% CI (frozen layer {selection.layer}, anchor={S3E_ANCHOR})", "line", [
+        Series(f"Δ{c}", layers, list(cv.mean), lo=list(cv.lo), hi=list(cv.hi))
+        for c, cv in summary.curves.items()], x_label="decoder layer", y_label="Δ (stress − control)")
+    d_lex = paired_excess(S, "lex", strict)[selection.layer]
+    strict_idx = np.flatnonzero(strict)
+    faith.exemplars([_s3e_exemplar(s3e_data, int(strict_idx[j]), f"strict-correct, Δlex = {d_lex[j]:.4f}")
+                     for j in np.argsort(-d_lex)[:4]])
+    faith.check("Delta_lex")
+
+
+def _s3e_exemplar(s3e: S3EData, i: int, reason: str) -> dict[str, object]:
+    r = s3e.records[i]
+    lg = s3e.logits[i]
+    return {"image": s3e.images[r.item_id](),
+            "texts": {"c+": r.c_pos, "stress": r.c_stress, "lexical": r.c_lex, "type": r.stress_type},
+            "scores": {"orig A−B": float(lg[0, STRESS, 0] - lg[0, STRESS, 1]),
+                       "swap A−B": float(lg[1, STRESS, 0] - lg[1, STRESS, 1])},
+            "reason": reason}
