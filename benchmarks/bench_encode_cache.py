@@ -17,9 +17,6 @@ saved as an open_clip local-dir and loaded through ``load_model`` like a user's 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from _common import environment, write_result
 from PIL import Image
 
 from faithtests.models.cache import image_key
@@ -109,16 +107,11 @@ def main() -> None:
         "seconds": {"cached_batched": round(t_cached, 3), "per_pair_loop": round(t_loop, 3)},
         "speedup": round(t_loop / t_cached, 2),
         "timing": "one run per mode, after a warm-up",
-        "load_average_1min": round(os.getloadavg()[0], 2),
         "max_abs_diff": float((cached - torch.tensor(looped)).abs().max()),
         "device": args.device,
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "platform": platform.platform(),
+        **environment(),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps(result, indent=2))
+    write_result(result, args.out)
     if not result["encoder_items_equal_unique_inputs"] or result["max_abs_diff"] > 1e-4:
         raise SystemExit("encode cache benchmark: correctness check failed")
 

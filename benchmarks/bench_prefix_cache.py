@@ -13,16 +13,13 @@ run also reports the largest logit/state difference between them (must be < 1e-4
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
+from _common import environment, write_result
 from PIL import Image
 
 from faithtests.models.protocols import Prompt
@@ -103,20 +100,15 @@ def main() -> None:
         "batch_size": args.batch_size,
         "seconds": {"full_prompt": round(t_full, 3), "shared_prefix": round(t_shared, 3)},
         "timing": f"best of {args.repeats} runs per mode, after one warm-up",
-        "load_average_1min": round(os.getloadavg()[0], 2),
         "speedup": round(t_full / t_shared, 2),
         "max_abs_diff": {"logits": float((out_full.logits - out_shared.logits).abs().max()),
                          "states": float((out_full.states - out_shared.states).abs().max())},
         "calls": {"shared": shared.cache_stats(), "full": full.cache_stats()},
         "device": args.device,
         "dtype": "float32",
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "platform": platform.platform(),
+        **environment(),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps(result, indent=2))
+    write_result(result, args.out)
     if max(result["max_abs_diff"].values()) > 1e-4:
         raise SystemExit("prefix cache benchmark: cached and full results differ by more than 1e-4")
 

@@ -122,6 +122,7 @@ class OpenClipScorer(CachedDualEncoder):
         self.preprocess = preprocess
         self.tokenizer = tokenizer
         meta = {"family": "open_clip", "checkpoint_sha256": checkpoint_sha256(files)}
+        self._trim_text = _trimmable_text_tower(self.model)
         super().__init__(spec, device=device, dtype=dtype, batch_size=batch_size, meta=meta)
 
     @staticmethod
@@ -181,4 +182,41 @@ class OpenClipScorer(CachedDualEncoder):
 
     def _encode_text_batch(self, texts: list[str]) -> torch.Tensor:
         tokens = self.tokenizer(texts).to(self.device)
+        if self._trim_text:
+            return _encode_text_trimmed(self.model, tokens)
         return self.model.encode_text(tokens)  # type: ignore[no-any-return]
+
+
+def _trimmable_text_tower(model: Any) -> bool:
+    """True for open_clip's built-in CLIP text tower with a causal mask and EOT (argmax) pooling."""
+    import open_clip
+
+    mask = getattr(model, "attn_mask", None)
+    if not isinstance(model, open_clip.CLIP) or getattr(model, "text_pool_type", None) != "argmax":
+        return False
+    if not isinstance(mask, torch.Tensor) or mask.ndim != 2:
+        return False
+    causal = torch.triu(torch.ones_like(mask, dtype=torch.bool), diagonal=1)
+    return bool(torch.equal(torch.isinf(mask) & (mask < 0), causal))
+
+
+def _encode_text_trimmed(model: Any, tokens: torch.Tensor) -> torch.Tensor:
+    """``CLIP.encode_text`` on the first L columns only, L = last EOT position in the batch + 1.
+
+    Exact, not an approximation: under the causal mask no position after a row's EOT token reaches
+    that row's EOT features, which are all that argmax pooling keeps; the padding to the context length
+    (77 for CLIP, ~15 tokens used by a COCO caption) is pure waste.
+    """
+    from open_clip.transformer import text_global_pool
+
+    length = int(tokens.argmax(dim=-1).max()) + 1
+    t = tokens[:, :length]
+    cast = model.transformer.get_cast_dtype()
+    x = model.token_embedding(t).to(cast) + model.positional_embedding[:length].to(cast)
+    x = model.transformer(x, attn_mask=model.attn_mask[:length, :length])
+    x = text_global_pool(model.ln_final(x), t, "argmax")
+    proj = model.text_projection
+    if proj is not None:
+        x = proj(x) if isinstance(proj, torch.nn.Linear) else x @ proj
+    assert isinstance(x, torch.Tensor)
+    return x

@@ -54,7 +54,8 @@ def score_pairs(
     missing = [i for i in image_ids if i not in images]
     if missing:
         raise KeyError(f"score_pairs: no image for ids {missing[:5]} ({len(missing)} in all)")
-    texts = sorted({t for p in pairs for t in (p.caption, p.variant)})
+    # by length, so each encoder batch holds texts of similar token counts (less padding to compute)
+    texts = sorted({t for p in pairs for t in (p.caption, p.variant)}, key=lambda t: (len(t), t))
     img_row = {k: n for n, k in enumerate(image_ids)}
     txt_row = {t: n for n, t in enumerate(texts)}
     if getattr(scorer, "score_kind", "cosine") != "cosine":
