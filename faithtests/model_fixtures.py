@@ -91,6 +91,24 @@ def model_params(config: pytest.Config, kind: str) -> list[ModelParam]:
     return [_parse(DEFAULT_SCORER if kind == "faith_model" else DEFAULT_VLM)]
 
 
+def _untrained_default(config: pytest.Config, kind: str, p: ModelParam) -> str | None:
+    """Why a *default* reference model cannot run (its checkpoint is not in fixtures/), else None.
+
+    Only defaults: a spec the user named always loads, and a missing one is an error naming the path.
+    """
+    default = DEFAULT_SCORER if kind == "faith_model" else DEFAULT_VLM
+    if p.spec != default or config.getoption(kind, None):
+        return None
+    from faithtests.models.locations import fixtures_root
+
+    name = default.removeprefix("reference:")
+    if (fixtures_root() / name).is_dir():
+        return None
+    return (f"the default {default} is not trained yet (no {fixtures_root() / name}); "
+            f"pass --faith-{'model' if kind == 'faith_model' else 'vlm'} SPEC, or train it with "
+            f"`faithtests train-reference {name}`")
+
+
 def _explicit_cuda(config: pytest.Config) -> bool:
     return str(config.getoption("faith_device")).startswith("cuda")
 
@@ -104,6 +122,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             marks: list[pytest.MarkDecorator] = [pytest.mark.xdist_group(name=p.label)]
             if _explicit_cuda(metafunc.config):
                 marks.append(pytest.mark.gpu)
+            if (why := _untrained_default(metafunc.config, kind, p)) is not None:
+                marks.append(pytest.mark.skip(reason=why))
             params.append(pytest.param(p, id=p.label, marks=marks))
         metafunc.parametrize(fixture, params, indirect=True, scope="session")
 

@@ -18,11 +18,11 @@ Loading never touches the network unless ``allow_download=True``.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from faithtests.models.errors import ModelNotFoundError, ModelSpecError, UnsupportedModelError
+from faithtests.models.locations import fixtures_root
 
 if TYPE_CHECKING:
     import torch
@@ -35,16 +35,6 @@ _DTYPES = {
     "bfloat16": "bfloat16", "bf16": "bfloat16",
     "float16": "float16", "fp16": "float16", "half": "float16",
 }
-
-
-def fixtures_root() -> Path:
-    """``$FAITHTESTS_FIXTURES`` if set, else ``fixtures/`` next to the installed package's source tree."""
-    env = os.environ.get("FAITHTESTS_FIXTURES")
-    if env:
-        return Path(env).expanduser()
-    import faithtests
-
-    return Path(faithtests.__file__).resolve().parent.parent / "fixtures"
 
 
 def resolve_device(device: str | None) -> torch.device:

@@ -14,8 +14,9 @@ import faithtests
 from faithtests.models.errors import ModelNotFoundError, ModelSpecError, UnsupportedModelError
 from faithtests.models.hf_dual import HFDualEncoder
 from faithtests.models.hf_vlm import HFVisionLanguageModel
+from faithtests.models.locations import fixtures_root
 from faithtests.models.open_clip_adapter import OpenClipScorer
-from faithtests.models.registry import fixtures_root, load_model, resolve_dtype
+from faithtests.models.registry import load_model, resolve_dtype
 
 
 def test_unknown_prefix_and_empty_specs() -> None:
@@ -103,3 +104,17 @@ def test_vlm_scorer_needs_a_vlm(load_tiny: Callable[..., Any], tiny_dir: Callabl
 def test_top_level_load_model_delegates(tiny_dir: Callable[[str], Path]) -> None:
     model = faithtests.load_model(f"hf:{tiny_dir('clip')}", device="cpu")
     assert isinstance(model, HFDualEncoder)
+
+
+def test_untrained_default_reference_model_skips_with_a_reason(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A default reference model whose checkpoint is absent is skipped with the fix in the reason; a
+    spec the user names explicitly is never skipped (it errors, naming the path)."""
+    monkeypatch.setenv("FAITHTESTS_FIXTURES", str(tmp_path))
+    pytester.makepyfile("def test_vlm(faith_vlm):\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "faithtests.pytest_plugin", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*default reference:vlm is not trained yet*faithtests train-reference vlm*"])
+    explicit = pytester.runpytest_subprocess("-p", "faithtests.pytest_plugin", "--faith-vlm", "reference:vlm")
+    explicit.assert_outcomes(errors=1)
