@@ -149,6 +149,9 @@ S3E_SUGARCREPE_RECORDS = 64
 #: per record): S is measured against the c+-vs-c_pres prompt. SPEC §2b reads it as a separate
 #: positive-vs-positive prompt ("pos"); both are computed from the same 9-prompt pass, "pres" is reported.
 S3E_ANCHOR = "pres"
+#: Fewest strict-correct items for a hidden-stress verdict (S3E App. I.3 keeps low-support runs out of its
+#: claims); below it Δlex is recorded as undefined and its check fails.
+S3E_MIN_SUPPORT = 20
 _S3E = pytest.StashKey[dict[str, Any]]()
 
 

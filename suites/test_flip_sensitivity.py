@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import S3E_ANCHOR, S3EData, Scored, pair_exemplars, record_missing
+from conftest import S3E_ANCHOR, S3E_MIN_SUPPORT, S3EData, Scored, pair_exemplars, record_missing
 from faithtests.metrics.lgip import FlipStats, flip_summary
 from faithtests.metrics.s3e import (
     STRESS,
@@ -153,8 +153,8 @@ def test_forced_choice_strict_correct(faith: Faith, s3e_data: S3EData) -> None:
 def test_hidden_stress(faith: Faith, s3e_data: S3EData, faith_seed: int) -> None:
     S = s_scores(s3e_data.states, reference=S3E_ANCHOR)
     strict = strict_correct(s3e_data.logits[:, :, STRESS])
-    if not strict.any():  # Eqs. 3–5 are defined on strict-correct items only: undefined, so it fails
-        faith.metric("Delta_lex", float("nan"), n=0, higher_is_better=False)
+    if strict.sum() < S3E_MIN_SUPPORT:  # Eqs. 3–5 live on strict-correct items; low support is no verdict
+        faith.metric("Delta_lex", float("nan"), n=int(strict.sum()), higher_is_better=False)
         faith.check("Delta_lex")
     selection = select_layer(S, strict, reference=S3E_ANCHOR)  # frozen: chosen once on the base model
     summary = summarize_s3e(S, s3e_data.logits, selection, dist=stress_pres_distance(s3e_data.states),
@@ -165,7 +165,7 @@ def test_hidden_stress(faith: Faith, s3e_data: S3EData, faith_seed: int) -> None
         faith.metric(f"Delta_{control}", ex.mean, ci=ex.ci, n=ex.n, higher_is_better=False)
         if ex.d_p is not None:
             faith.metric(f"d_p_{control}", ex.d_p, n=ex.n, higher_is_better=False)
-        hsr = summary.hsr[control]
+    for control, hsr in sorted(summary.hsr.items()):  # App. J defines HSR for the lex and rand controls
         faith.metric(f"HSR_correct_{control}", hsr.hsr_correct, n=hsr.n_strict, higher_is_better=False)
     if summary.band is not None:
         faith.metric("top_half_band", summary.band.mean, ci=summary.band.ci, n=summary.band.n,
