@@ -1,0 +1,107 @@
+"""Minimal loaders for reference checkpoint directories, straight through open_clip / transformers.
+
+Used by training (validation during and after training) and by :mod:`.evaluate` when the model registry
+(``faithtests.models``) is not installed. They use only the public loading paths a user's checkpoint
+takes (``open_clip`` "local-dir:", ``AutoModelForImageTextToText`` / ``AutoProcessor`` with
+``local_files_only``) and implement just what evaluation needs: pairwise similarity for a dual encoder,
+option logits at the answer position and greedy generation for a VLM. Prompts go through the
+processor's chat template: image items first, then the description (if any), then the text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from faithtests.models.protocols import Prompt
+
+
+class LocalClip:
+    def __init__(self, path: Path) -> None:
+        import open_clip
+
+        self.spec = f"open_clip:local-dir:{path}"
+        self.model, _, self.preprocess = open_clip.create_model_and_transforms(f"local-dir:{path}")
+        self.model.eval()
+        self.tokenizer = open_clip.get_tokenizer(f"local-dir:{path}")
+
+    def encode_images(self, images: Sequence[Any]) -> Any:
+        import torch
+
+        with torch.no_grad():
+            x = torch.stack([self.preprocess(im) for im in images])
+            return torch.nn.functional.normalize(self.model.encode_image(x), dim=-1)
+
+    def encode_texts(self, texts: Sequence[str]) -> Any:
+        import torch
+
+        with torch.no_grad():
+            return torch.nn.functional.normalize(self.model.encode_text(self.tokenizer(list(texts))), dim=-1)
+
+    def similarity(self, images: Sequence[Any], texts: Sequence[str]) -> Any:
+        return (self.encode_images(images) * self.encode_texts(texts)).sum(-1)
+
+
+def messages(prompt: Prompt) -> list[dict[str, Any]]:
+    content: list[dict[str, Any]] = [{"type": "image"} for _ in prompt.images]
+    if prompt.description is not None:
+        content.append({"type": "text", "text": prompt.description})
+    content.append({"type": "text", "text": prompt.text})
+    return [{"role": "user", "content": content}]
+
+
+def render_prompt(processor: Any, prompt: Prompt) -> str:
+    return str(processor.apply_chat_template(messages(prompt), add_generation_prompt=True, tokenize=False))
+
+
+class LocalVlm:
+    def __init__(self, path: Path) -> None:
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        self.spec = f"hf:{path}"
+        self.processor: Any = AutoProcessor.from_pretrained(  # type: ignore[no-untyped-call]
+            str(path), local_files_only=True
+        )
+        model: Any = AutoModelForImageTextToText.from_pretrained(str(path), local_files_only=True)
+        model.eval()
+        self.model = model
+        self.num_layers = int(self.model.config.text_config.num_hidden_layers)
+
+    def _inputs(self, prompts: Sequence[Prompt]) -> Any:
+        texts = [render_prompt(self.processor, p) for p in prompts]
+        images = [im for p in prompts for im in p.images]
+        self.processor.tokenizer.padding_side = "left"
+        return self.processor(text=texts, images=images or None, return_tensors="pt", padding=True)
+
+    def option_logits(self, prompts: Sequence[Prompt], options: Sequence[str], hooks: Any = None) -> Any:
+        import torch
+
+        ids = []
+        for o in options:
+            enc = self.processor.tokenizer.encode(o, add_special_tokens=False)
+            if len(enc) != 1:
+                raise ValueError(f"option {o!r} is not a single token for this tokenizer ({enc})")
+            ids.append(enc[0])
+        with torch.no_grad():
+            logits = self.model(**self._inputs(prompts)).logits[:, -1, :]
+        return logits[:, ids].float()
+
+    def generate(self, prompts: Sequence[Prompt], max_new_tokens: int = 32, hooks: Any = None) -> list[str]:
+        import torch
+
+        inputs = self._inputs(prompts)
+        with torch.no_grad():
+            out = self.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False)
+        new = out[:, inputs["input_ids"].shape[1]:]
+        return [str(s).strip() for s in self.processor.tokenizer.batch_decode(new, skip_special_tokens=True)]
+
+
+def load_local(path: Path) -> LocalClip | LocalVlm:
+    if (path / "open_clip_config.json").is_file():
+        return LocalClip(path)
+    if (path / "config.json").is_file():
+        return LocalVlm(path)
+    raise FileNotFoundError(
+        f"no reference checkpoint in {path} (looked for open_clip_config.json, config.json)"
+    )

@@ -1,0 +1,95 @@
+"""``faithtests train-reference NAME``: (re)train one reference checkpoint into ``fixtures/NAME``.
+
+Public entry points (the CLI imports this module lazily):
+
+- :func:`train_reference` ``(name, out, seed) -> Path`` trains and returns the checkpoint directory;
+- :func:`register_cli` ``(subparsers)`` adds the ``train-reference`` subcommand to an argparse parser.
+
+Recipes and their fixed hyper-parameters live in :data:`RECIPES`; the recipe text is in
+``fixtures/README.md`` together with the measured training time and held-out accuracy. Torch uses two
+threads (the reference machine has two cores); results are reproducible for a given seed, torch build
+and thread count.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+DEFAULT_SEED = 0
+
+
+def _clip(out: Path, seed: int, colourblind: bool) -> dict[str, Any]:
+    from faithtests.world.train_clip import train_clip
+
+    return train_clip(out, seed, colourblind=colourblind)
+
+
+def _vlm(out: Path, seed: int, policy: str) -> dict[str, Any]:
+    from faithtests.world.train_vlm import TWIN_STEPS, train_vlm
+
+    if policy == "faithful":
+        return train_vlm(out, seed)
+    base = out.parent / "vlm"
+    if not (base / "config.json").is_file():
+        raise FileNotFoundError(
+            f"{out.name} is fine-tuned from the vlm checkpoint, which is missing at {base}; "
+            "run `faithtests train-reference vlm` first"
+        )
+    return train_vlm(out, seed, policy=policy, init_from=base, steps=TWIN_STEPS)
+
+
+RECIPES: dict[str, Callable[[Path, int], dict[str, Any]]] = {
+    "clip": lambda out, seed: _clip(out, seed, colourblind=False),
+    "clip-colorblind": lambda out, seed: _clip(out, seed, colourblind=True),
+    "vlm": lambda out, seed: _vlm(out, seed, "faithful"),
+    "vlm-textbiased": lambda out, seed: _vlm(out, seed, "textbiased"),
+    "vlm-positionbiased": lambda out, seed: _vlm(out, seed, "positionbiased"),
+}
+
+
+def train_reference(name: str, out: Path | None = None, seed: int = DEFAULT_SEED) -> Path:
+    """Train reference checkpoint ``name`` into ``out`` (default ``fixtures/NAME``) and return it."""
+    if name not in RECIPES:
+        raise ValueError(f"unknown reference model {name!r}; expected one of {', '.join(RECIPES)}")
+    import torch
+
+    torch.set_num_threads(2)
+    target = out if out is not None else FIXTURES / name
+    RECIPES[name](target, seed)
+    return target
+
+
+def _run(args: argparse.Namespace) -> int:
+    path = train_reference(args.name, args.out, args.seed)
+    print(f"trained {args.name} -> {path}")
+    return 0
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", choices=sorted(RECIPES))
+    p.add_argument("--out", type=Path, default=None, help="output directory (default fixtures/NAME)")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED)
+
+
+def register_cli(subparsers: Any) -> None:
+    """Add ``train-reference NAME [--out DIR] [--seed N]``; the handler is stored as ``func``."""
+    p = subparsers.add_parser("train-reference", help="retrain a reference checkpoint of the world")
+    _add_arguments(p)
+    p.set_defaults(func=_run)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``faithtests train-reference NAME [--out DIR] [--seed N]`` (the core CLI passes the arguments
+    after the subcommand name)."""
+    parser = argparse.ArgumentParser(prog="faithtests train-reference",
+                                     description="Retrain a reference checkpoint of the world.")
+    _add_arguments(parser)
+    return _run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

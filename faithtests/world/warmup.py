@@ -1,0 +1,117 @@
+"""Dense warm-up of a vision tower: read each 16 px patch's object (colour, shape, size) off its token.
+
+The world puts every shape inside one 16 px patch (``scene.QUADRANT``), so this is a per-token
+attribute readout with exact labels. It plays the role of a pretrained vision encoder (LLaVA starts
+from CLIP): a few hundred cheap steps give the tower the world's visual vocabulary, so the contrastive
+or language stage spends its steps on language, binding and relations. Labels never name a caption
+word, so a colour-blind text tower stays colour-blind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from faithtests.world.render import render
+from faithtests.world.scene import (
+    CANVAS,
+    CELL,
+    COLOURS,
+    POSITIONS,
+    SHAPES,
+    SIZES,
+    SLOT_CELL,
+    Background,
+    Scene,
+    sample_dense_scene,
+)
+
+PATCH = 16
+
+
+def _patch_slots() -> list[int]:
+    """Slot class of every patch (row-major): 1 + POSITIONS index, 0 for the unused corner cells."""
+    side = CANVAS // PATCH
+    cell_of = {cell: POSITIONS.index(p) + 1 for p, cell in SLOT_CELL.items()}
+    cells = [((k % side) * PATCH // CELL, (k // side) * PATCH // CELL) for k in range(side * side)]
+    return [cell_of.get(c, 0) for c in cells]
+
+
+PATCH_SLOTS = _patch_slots()
+
+
+def patch_targets(scene: Scene, slots: bool = False) -> tuple[list[int], ...]:
+    """Per 16 px patch (row-major): colour, shape, size class of the object inside it (0 = empty), and
+    with ``slots`` the patch's position slot (a function of the patch index: keeps position readable)."""
+    side = CANVAS // PATCH
+    colour, shape, size = [0] * side * side, [0] * side * side, [0] * side * side
+    for o in scene.objects:
+        k = (o.cy // PATCH) * side + (o.cx // PATCH)
+        colour[k] = COLOURS.index(o.colour) + 1
+        shape[k] = SHAPES.index(o.shape) + 1
+        size[k] = SIZES.index(o.size) + 1
+    return (colour, shape, size, list(PATCH_SLOTS)) if slots else (colour, shape, size)
+
+
+def make_heads(width: int, slots: bool = False) -> Any:
+    import torch
+
+    sizes = [len(COLOURS) + 1, len(SHAPES) + 1, len(SIZES) + 1] + ([len(POSITIONS) + 1] if slots else [])
+    return torch.nn.ModuleList([torch.nn.Linear(width, k) for k in sizes])
+
+
+def dense_loss(heads: Any, tokens: Any, scenes: list[Scene]) -> Any:
+    """Sum over the three attributes of the per-patch cross-entropy; ``tokens`` is [B, 36, width]."""
+    import torch
+    import torch.nn.functional as F
+
+    slots = len(heads) == 4
+    targets = [torch.tensor(t) for t in zip(*(patch_targets(s, slots) for s in scenes), strict=True)]
+    return sum(
+        (F.cross_entropy(h(tokens).flatten(0, 1), t.flatten()) for h, t in zip(heads, targets, strict=True)),
+        torch.zeros(()),
+    )
+
+
+def dense_warmup(
+    patch_tokens: Callable[[Any], Any], pixels: Callable[[list[Any]], Any], heads: Any, params: list[Any],
+    rng: np.random.Generator, steps: int, batch: int = 48, lr: float = 3e-3,
+) -> list[float]:
+    """Train ``params`` so that ``patch_tokens(pixels(images))`` ([B, 36, width]) carry the patch labels."""
+    import torch
+
+    opt = torch.optim.AdamW(list(params) + list(heads.parameters()), lr=lr, weight_decay=0.01)
+    losses = []
+    for _ in range(steps):
+        scenes = [sample_dense_scene(rng, int(rng.integers(1, 15))) for _ in range(batch)]
+        loss = dense_loss(heads, patch_tokens(pixels([render(s) for s in scenes])), scenes)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def bag_targets(scene: Scene, colour: bool = True) -> tuple[list[float], list[float]]:
+    """Multi-hot scene summary (shapes, colours, shape x colour, slot x shape, slot x colour, slot
+    counts) and a mask that hides the colour features (for a text tower that never sees colour)."""
+    feats: list[float] = []
+    mask: list[float] = []
+
+    def add(values: list[bool], is_colour: bool) -> None:
+        feats.extend(float(v) for v in values)
+        mask.extend([0.0 if (is_colour and not colour) else 1.0] * len(values))
+
+    objs = scene.objects
+    add([any(o.shape == s for o in objs) for s in SHAPES], False)
+    add([any(o.colour == c for o in objs) for c in COLOURS], True)
+    add([any((o.shape, o.colour) == (s, c) for o in objs) for s in SHAPES for c in COLOURS], True)
+    add([any((o.position, o.shape) == (p, s) for o in objs) for p in POSITIONS for s in SHAPES], False)
+    add([any((o.position, o.colour) == (p, c) for o in objs) for p in POSITIONS for c in COLOURS], True)
+    add([len(scene.objects_at(p)) == n for p in POSITIONS for n in range(5)], False)
+    return feats, mask
+
+
+BAG_SIZE = len(bag_targets(Scene((), Background("dark", "warm")))[0])

@@ -1,0 +1,48 @@
+"""The suites' gates fire on the degraded reference twins and pass the good models (issues 4-6).
+
+Each test runs a slice of ``suites/`` in a subprocess, exactly as a user would, and reads the verdicts
+from the scorecard it writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+LGIP = ["suites/test_invariance.py", "suites/test_flip_sensitivity.py", "-k",
+        "paraphrase_invariance or flip_positive_rate or flip_strength_bins"]
+
+
+def run_suites(tmp_path: Path, *args: str) -> dict[str, str]:
+    """Outcome per test id of a suites run."""
+    report = tmp_path / "report"
+    cmd = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider", "-q", "--faith-report",
+           str(report)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
+    scorecard: dict[str, Any] = json.loads((report / "scorecard.json").read_text())
+    return {t["test"]: t["outcome"] for t in scorecard["tests"]}
+
+
+def test_clip_passes_the_lgip_suites(tmp_path: Path) -> None:
+    outcomes = run_suites(tmp_path, *LGIP, "--faith-model", "reference:clip")
+    assert outcomes and all(o == "passed" for o in outcomes.values()), outcomes
+
+
+def test_colourblind_twin_fails_only_colour(tmp_path: Path) -> None:
+    """Trained without colour words, the twin must fail the colour-flip test and nothing else. The weak
+    strength bin fails with it: colour has the lowest type prior (LGIP §4.3), and on the reference world
+    all 225 weak-bin flips are colour flips (medium: 95 colour of 450; strong: none)."""
+    outcomes = run_suites(tmp_path, *LGIP, "--faith-model", "reference:clip-colorblind")
+    failed = sorted(t for t, o in outcomes.items() if o != "passed")
+    assert failed == [
+        "suites/test_flip_sensitivity.py::test_flip_positive_rate[world-color-reference:clip-colorblind]",
+        "suites/test_flip_sensitivity.py::test_flip_strength_bins[world-weak-reference:clip-colorblind]",
+    ], failed
+    assert len(outcomes) == 11  # 3 invariance + 5 flip cases + 3 strength bins
