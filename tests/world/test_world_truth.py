@@ -40,7 +40,8 @@ from faithtests.world.scene import CELL, SLOT_CELL
 
 def _scenes(n: int = 60) -> list:
     rng = np.random.default_rng(0)
-    return [sample_scene(rng) for _ in range(n)] + [sample_dense_scene(rng, int(k)) for k in rng.integers(1, 16, n)]
+    dense = [sample_dense_scene(rng, int(k)) for k in rng.integers(1, 16, n)]
+    return [sample_scene(rng) for _ in range(n)] + dense
 
 
 def test_objects_are_disjoint_and_inside_their_slot_cell() -> None:
