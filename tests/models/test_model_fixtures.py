@@ -113,9 +113,11 @@ def test_defaults_to_reference_models(
 def test_missing_reference_is_a_clear_error(
     project: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A reference model the user names is loaded or fails naming the path (an untrained *default* is
+    skipped with the fix in its reason instead: tests/models/test_registry.py)."""
     monkeypatch.setenv("FAITHTESTS_FIXTURES", str(tmp_path))
     project.makepyfile(test_suite="def test_v(faith_vlm):\n    pass\n")
-    result = project.runpytest_inprocess(*PLUGINS)
+    result = project.runpytest_inprocess(*PLUGINS, "--faith-vlm", "reference:vlm")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([f"*ModelNotFoundError*{tmp_path / 'vlm'}*"])
 
