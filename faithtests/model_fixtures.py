@@ -40,6 +40,9 @@ _LOADED = pytest.StashKey[dict[tuple[str, str, str, int], Any]]()
 class ModelParam:
     label: str
     spec: str
+    #: the option the spec came from ("faith_model" or "faith_vlm"): a ``faith_scorer`` param from
+    #: ``--faith-vlm`` is that VLM used as a scorer
+    via: str = "faith_model"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -51,6 +54,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="model dtype (default float32)")
     g.addoption("--faith-batch-size", dest="faith_batch_size", type=int, default=16, metavar="N",
                 help="batch size of encoders and forwards (default 16)")
+    g.addoption("--faith-no-vlm-scorer", dest="faith_no_vlm_scorer", action="store_true", default=False,
+                help="do not run the scorer suites (invariance, LGIP flips) on the caption log-likelihood "
+                     "of each --faith-vlm")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -86,9 +92,33 @@ def model_params(config: pytest.Config, kind: str) -> list[ModelParam]:
         except ValueError:  # option not registered (core plugin absent)
             raw = []
         parsed = [_parse(str(x)) for x in raw]
+    if kind == "faith_vlm":
+        parsed = [ModelParam(p.label, p.spec, via=kind) for p in parsed]
     if parsed:
         return parsed
-    return [_parse(DEFAULT_SCORER if kind == "faith_model" else DEFAULT_VLM)]
+    default = _parse(DEFAULT_SCORER if kind == "faith_model" else DEFAULT_VLM)
+    return [ModelParam(default.label, default.spec, via=kind)]
+
+
+def _named(config: pytest.Config, kind: str) -> bool:
+    """Whether the user gave ``--faith-model`` / ``--faith-vlm`` (rather than taking the default)."""
+    try:
+        return bool(config.getoption(kind, None))
+    except ValueError:
+        return False
+
+
+def scorer_params(config: pytest.Config) -> list[ModelParam]:
+    """What ``faith_scorer`` runs over: every ``--faith-model`` spec, then each ``--faith-vlm`` as a
+    scorer (its caption log-likelihood, SPEC "Common vocabulary"). The default VLM joins only a run
+    that names no model at all: naming ``--faith-model X`` alone asks about X."""
+    out = model_params(config, "faith_model")
+    if config.getoption("faith_no_vlm_scorer", False):
+        return out
+    if _named(config, "faith_vlm") or not _named(config, "faith_model"):
+        taken = {p.label for p in out}
+        out += [p for p in model_params(config, "faith_vlm") if p.label not in taken]
+    return out
 
 
 def _untrained_default(config: pytest.Config, kind: str, p: ModelParam) -> str | None:
@@ -97,7 +127,7 @@ def _untrained_default(config: pytest.Config, kind: str, p: ModelParam) -> str |
     Only defaults: a spec the user named always loads, and a missing one is an error naming the path.
     """
     default = DEFAULT_SCORER if kind == "faith_model" else DEFAULT_VLM
-    if p.spec != default or config.getoption(kind, None):
+    if p.spec != default or _named(config, kind):
         return None
     from faithtests.models.locations import fixtures_root
 
@@ -113,16 +143,20 @@ def _explicit_cuda(config: pytest.Config) -> bool:
     return str(config.getoption("faith_device")).startswith("cuda")
 
 
+def _vlm_params(config: pytest.Config) -> list[ModelParam]:
+    return model_params(config, "faith_vlm")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    for fixture, kind in (("faith_scorer", "faith_model"), ("faith_vlm", "faith_vlm")):
+    for fixture, specs in (("faith_scorer", scorer_params), ("faith_vlm", _vlm_params)):
         if fixture not in metafunc.fixturenames:
             continue
         params = []
-        for p in model_params(metafunc.config, kind):
+        for p in specs(metafunc.config):
             marks: list[pytest.MarkDecorator] = [pytest.mark.xdist_group(name=p.label)]
             if _explicit_cuda(metafunc.config):
                 marks.append(pytest.mark.gpu)
-            if (why := _untrained_default(metafunc.config, kind, p)) is not None:
+            if (why := _untrained_default(metafunc.config, p.via, p)) is not None:
                 marks.append(pytest.mark.skip(reason=why))
             params.append(pytest.param(p, id=p.label, marks=marks))
         metafunc.parametrize(fixture, params, indirect=True, scope="session")
@@ -195,7 +229,7 @@ def load_cached(config: pytest.Config, spec: str) -> Any:
 def _param(request: pytest.FixtureRequest, kind: str) -> ModelParam:
     param = getattr(request, "param", None)
     if isinstance(param, ModelParam):
-        return param
+        return param  # for faith_scorer, possibly a --faith-vlm used as a scorer
     # Requested indirectly (e.g. by another fixture) without parametrisation: the first spec.
     return model_params(request.config, kind)[0]
 
@@ -213,8 +247,9 @@ def faith_load_model(request: pytest.FixtureRequest) -> Callable[[str], Any]:
 
 @pytest.fixture(scope="session")
 def faith_scorer(request: pytest.FixtureRequest) -> ImageTextScorer:
-    """The image-text scorer under test (one per ``--faith-model``). A generative VLM given here is used
-    through its caption log-likelihood (:class:`~faithtests.models.vlm_scorer.VLMScorer`)."""
+    """The image-text scorer under test: one per ``--faith-model``, then one per ``--faith-vlm`` (see
+    :func:`scorer_params`). A generative VLM is used through its caption log-likelihood
+    (:class:`~faithtests.models.vlm_scorer.VLMScorer`)."""
     from faithtests.models.hf_vlm import HFVisionLanguageModel
     from faithtests.models.protocols import ImageTextScorer
     from faithtests.models.vlm_scorer import VLMScorer
@@ -224,8 +259,10 @@ def faith_scorer(request: pytest.FixtureRequest) -> ImageTextScorer:
     if isinstance(model, HFVisionLanguageModel):
         model = VLMScorer(model)
     if not isinstance(model, ImageTextScorer):
-        raise TypeError(f"--faith-model {p.spec!r} loaded a {type(model).__name__}, not an image-text scorer")
-    _register(request.config, p.label, {**model.fingerprint(), "label": p.label, "role": "scorer"})
+        option = "--faith-model" if p.via == "faith_model" else "--faith-vlm"
+        raise TypeError(f"{option} {p.spec!r} loaded a {type(model).__name__}, not an image-text scorer")
+    role = "scorer" if p.via == "faith_model" else "vlm"
+    _register(request.config, p.label, {**model.fingerprint(), "label": p.label, "role": role})
     return model
 
 

@@ -174,12 +174,15 @@ class Faith:
 
     def families(self) -> list[str]:
         """Candidate model families for threshold lookup, most specific first: the bound family, the
-        ``family`` in the model's info, then the alphanumeric tokens of its label and spec
-        (``hf:google/siglip-base`` -> hf, google, siglip, base)."""
+        ``score`` kind of a non-cosine scorer (``caption_mean_logprob``), the ``family`` in the model's
+        info, then the alphanumeric tokens of its label and spec (``hf:google/siglip-base`` -> hf,
+        google, siglip, base)."""
         out: list[str] = []
         if self._family:
             out.append(self._family)
         info = self.record.models.get(self._model) or self._session_info.get(self._model) or {}
+        if info.get("score"):  # the score's scale (e.g. caption_mean_logprob) before the architecture
+            out.append(str(info["score"]).lower())
         if info.get("family"):
             out.append(str(info["family"]).lower())
         spec = self._specs.get(self._model) or str(info.get("spec", ""))

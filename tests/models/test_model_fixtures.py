@@ -61,9 +61,9 @@ def test_parametrised_by_label_and_fingerprinted(
         "--faith-model", f"hfclip=hf:{tiny_dir('clip')}", "--faith-vlm", f"llava=hf:{tiny_dir('llava')}",
         "--faith-report", "out",
     )
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=4)  # the VLM also runs as a scorer (its caption log-likelihood)
     result.stdout.fnmatch_lines(["*test_scorer?oc?*PASSED*", "*test_scorer?hfclip?*PASSED*",
-                                 "*test_vlm?llava?*PASSED*"])
+                                 "*test_scorer?llava?*PASSED*", "*test_vlm?llava?*PASSED*"])
     card = json.loads((project.path / "out" / "scorecard.json").read_text())
     models = card["fingerprint"]["models"]
     assert models["llava"]["family"] == "llava" and models["llava"]["role"] == "vlm"
@@ -105,9 +105,28 @@ def test_defaults_to_reference_models(
     monkeypatch.setenv("FAITHTESTS_FIXTURES", str(tmp_path))
     body = "def test_a(faith_scorer):\n    assert faith_scorer.spec == 'reference:clip'\n"
     project.makepyfile(test_suite=body)
-    result = project.runpytest_inprocess(*PLUGINS, "-v")
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*test_a?reference:clip?*PASSED*"])
+    result = project.runpytest_inprocess(*PLUGINS, "-v", "-rs")
+    # the default run also scores with the default VLM, which is not in this fixtures directory
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*test_a?reference:clip?*PASSED*", "*test_a?reference:vlm?*SKIPPED*",
+                                 "*default reference:vlm is not trained yet*train-reference vlm*"])
+
+
+@pytest.mark.parametrize(("args", "ids"), [
+    (["--faith-model", "oc=SCORER"], ["oc"]),  # naming a scorer alone asks about that scorer
+    (["--faith-model", "oc=SCORER", "--faith-vlm", "lv=VLM"], ["oc", "lv"]),
+    (["--faith-vlm", "lv=VLM"], ["reference:clip", "lv"]),
+    (["--faith-model", "oc=SCORER", "--faith-vlm", "lv=VLM", "--faith-no-vlm-scorer"], ["oc"]),
+])
+def test_scorer_params_include_each_vlm(
+    project: pytest.Pytester, tiny_dir: Callable[[str], Path], args: list[str], ids: list[str]
+) -> None:
+    project.makepyfile(test_suite="def test_a(faith_scorer):\n    pass\n")
+    specs = {"SCORER": f"open_clip:local-dir:{tiny_dir('open_clip')}", "VLM": f"hf:{tiny_dir('llava')}"}
+    argv = [a.split("=")[0] + "=" + specs[a.split("=")[1]] if "=" in a else a for a in args]
+    result = project.runpytest_inprocess(*PLUGINS, "--collect-only", "-q", *argv)
+    collected = [line.split("[", 1)[1].rstrip("]") for line in result.outlines if "::test_a[" in line]
+    assert collected == ids
 
 
 def test_missing_reference_is_a_clear_error(
