@@ -111,11 +111,17 @@ def card_table(name: str) -> str:
     train = json.loads((folder / "training.json").read_text())
     held = json.loads((folder / "heldout.json").read_text())
     size = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
-    rows = [f"| training time (s, {train.get('torch_threads')} threads) | {train['train_seconds']} |",
+    seconds = train.get("total_train_seconds", train["train_seconds"])  # all phases of a phased recipe
+    rows = [f"| training time (s, {train.get('torch_threads')} threads) | {seconds} |",
             f"| size on disk | {size / 2**20:.2f} MiB |", f"| parameters | {train['params']:,} |",
-            f"| seed | {train['seed']} |"]
-    n = held["n"]
-    rows += [f"| {k} (n={n}) | {v:.3f} |" for k, v in held["heldout"].items() if not k.startswith("n_")]
+            f"| seed | {train['phases'][0]['seed'] if train.get('phases') else train['seed']} |"]
+    h = held["heldout"]
+    for k, v in h.items():
+        if k.startswith("n_"):
+            continue
+        # "n_KIND" for flips per kind (clip), "n_METRIC" where a metric uses a subset, else items per task
+        n = int(h.get("n_" + k.removeprefix("PR_"), h.get("n_" + k, held["n"])))
+        rows.append(f"| {k} (n={n}) | {v:.3f} |")
     return "| quantity | value |\n|---|---|\n" + "\n".join(rows)
 
 

@@ -54,6 +54,7 @@ def ab_report(vlm: Any, n: int, seed: int) -> dict[str, float]:
     types = np.array([w.record.stress_type for w in recs])
     for t in sorted(set(types)):
         out[f"ab_strict_{t}"] = float((o & s)[types == t].mean())
+        out[f"n_ab_strict_{t}"] = float((types == t).sum())  # "n_" keys: sample sizes for the card
     return out
 
 
@@ -107,7 +108,8 @@ def pair_report(vlm: Any, n: int, seed: int, n_generate: int = 40) -> dict[str, 
            "diff_different_acc": float((yd != same_ok).mean()),
            "diff_contradiction": float((ys == yd).mean()),
            "diff_count_exact": float((cnt == m)[m > 0].mean()),
-           "diff_count_exact_single": float((cnt == m)[m == 1].mean())}
+           "diff_count_exact_single": float((cnt == m)[m == 1].mean()),
+           "n_diff_count_exact": float((m > 0).sum()), "n_diff_count_exact_single": float((m == 1).sum())}
     edited = [(it, ab) for it, ab in zip(items, imgs, strict=True) if it.edits][:n_generate]
     answers = vlm.generate([P.find_prompt(a, b, len(it.edits)) for it, (a, b) in edited], max_new_tokens=64)
     matched = claimed = unparseable = 0
@@ -120,7 +122,9 @@ def pair_report(vlm: Any, n: int, seed: int, n_generate: int = 40) -> dict[str, 
         claimed += len(claims)
         matched += sum(any(c.matches(e) for e in it.edits) for c in claims)
     out["diff_claim_precision"] = matched / claimed if claimed else 0.0
+    out["n_diff_claim_precision"] = float(claimed)
     out["diff_unparseable"] = unparseable / max(1, len(edited))
+    out["n_diff_unparseable"] = float(len(edited))
     return out
 
 

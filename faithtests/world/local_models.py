@@ -63,7 +63,11 @@ class LocalVlm:
         self.processor: Any = AutoProcessor.from_pretrained(  # type: ignore[no-untyped-call]
             str(path), local_files_only=True
         )
-        model: Any = AutoModelForImageTextToText.from_pretrained(str(path), local_files_only=True)
+        import torch
+
+        # float32 like the registry's default (reference VLMs are stored in float16 to stay small)
+        model: Any = AutoModelForImageTextToText.from_pretrained(str(path), local_files_only=True,
+                                                                  dtype=torch.float32)
         model.eval()
         self.model = model
         self.num_layers = int(self.model.config.text_config.num_hidden_layers)

@@ -29,17 +29,37 @@ def _clip(out: Path, seed: int, colourblind: bool) -> dict[str, Any]:
 
 
 def _vlm(out: Path, seed: int, policy: str) -> dict[str, Any]:
-    from faithtests.world.train_vlm import TWIN_STEPS, train_vlm
+    import json
+    import shutil
+
+    from faithtests.world.train_vlm import TWIN_STEPS, VLM_PHASES, store_half, train_vlm
 
     if policy == "faithful":
-        return train_vlm(out, seed)
+        # phase 1 from scratch, each later phase resumes the previous one on a fresh stream (seed + k)
+        phases = [out.parent / f".{out.name}-phase{k + 1}" for k in range(len(VLM_PHASES) - 1)] + [out]
+        metas: list[dict[str, Any]] = []
+        for k, kwargs in enumerate(VLM_PHASES):
+            init = phases[k - 1] if k else None
+            metas.append(train_vlm(phases[k], seed + k, init_from=init, **kwargs))
+        for tmp in phases[:-1]:
+            shutil.rmtree(tmp)
+        final = metas[-1]
+        final["phases"] = metas[:-1]
+        final["total_train_seconds"] = round(sum(float(m["train_seconds"]) for m in metas), 1)
+        (out / "training.json").write_text(json.dumps(final, indent=2))
+        store_half(out)
+        return final
     base = out.parent / "vlm"
     if not (base / "config.json").is_file():
         raise FileNotFoundError(
             f"{out.name} is fine-tuned from the vlm checkpoint, which is missing at {base}; "
             "run `faithtests train-reference vlm` first"
         )
-    return train_vlm(out, seed, policy=policy, init_from=base, steps=TWIN_STEPS)
+    # no clause/noun targets here: their heads are not saved, and fresh ones would pull on the decision
+    # states that the twin should keep (only the answer policy changes)
+    meta = train_vlm(out, seed, policy=policy, init_from=base, steps=TWIN_STEPS, truth_weight=0.0)
+    store_half(out)
+    return meta
 
 
 RECIPES: dict[str, Callable[[Path, int], dict[str, Any]]] = {

@@ -1,23 +1,26 @@
 """Train the reference VLMs (``vlm`` and its degraded twins) as Hugging Face LLaVA checkpoints.
 
 Architecture: ``LlavaForConditionalGeneration`` with a tiny CLIP vision tower (96 px, patch 16 -> 36
-image tokens, 3 layers, width 96) and a tiny Llama (4 layers, width 128, tied embeddings), a word-level
+image tokens, 3 layers, width 96) and a tiny Llama (6 layers, width 128, tied embeddings), a word-level
 ``PreTrainedTokenizerFast`` over the world vocabulary (case kept; ``<image>`` special) and a
 ``LlavaProcessor`` whose chat template renders ``USER: <image> ... text ASSISTANT:``. Everything loads
 with ``AutoModelForImageTextToText`` / ``AutoProcessor`` from the directory, like a user's checkpoint.
 
-Recipe of ``vlm`` (seeded):
-1. vision warm-up (500 steps): each patch token of the tower predicts the colour, shape, size of the
-   object in its patch and the patch's position slot (:mod:`faithtests.world.warmup`);
-2. the projector starts as that readout (:func:`seed_projector`), the tower is then frozen (as in
+Recipe of ``vlm`` (seeded; :data:`VLM_PHASES`):
+1. vision warm-up (500 steps, lr 1e-3): each patch token of the tower predicts the colour, shape, size
+   of the object in its patch and the patch's position slot (:mod:`faithtests.world.warmup`);
+2. the projector starts as that readout (:func:`seed_projector`) and the attribute words' embeddings
+   get the matching image-token units (:func:`align_word_embeddings`); the tower is then frozen (as in
    LLaVA's stages);
-3. 3,000 steps of next-token cross-entropy on the answer tokens (+ end of sequence), batch 24 in two
-   length-sorted micro-batches, AdamW, one-cycle lr 1.5e-3. The first 25% draw only grounding tasks
-   (one-hop "What is on the left?", captioning, single-caption verification, A/B); then the full
-   mixture of :mod:`faithtests.world.vlm_tasks`: A/B caption choice in both orders, verification,
-   slot questions, captioning (the auxiliary loss), premise questions with rejection, mood,
-   same/different, difference counting and difference naming.
-Twins are fine-tuned from ``vlm`` for ``TWIN_STEPS`` steps on the same mixture with another answer
+3. next-token cross-entropy on the answer tokens (+ end of sequence), batch 24 in two length-sorted
+   micro-batches, AdamW, one-cycle schedule, plus two training-only objectives on A/B and verification
+   prompts: in-context captioning of the true caption (weight 0.5) and the per-noun / per-clause
+   truth targets (:class:`~faithtests.world.vlm_tasks.CaptionTruth`, linear heads on the residual
+   stream after layers :data:`NOUN_LAYER` and :data:`TRUTH_LAYER`, not saved);
+4. phases: the caption decisions alone first (A/B in both orders and verification), then the "focus"
+   mixture of :mod:`faithtests.world.vlm_tasks` (A/B, verification, slot questions, captioning, premise
+   questions with rejection, mood, same/different, difference counting and naming).
+Twins are fine-tuned from ``vlm`` for ``TWIN_STEPS`` steps on the full mixture with another answer
 policy (``textbiased``, ``positionbiased``).
 """
 
@@ -31,14 +34,36 @@ from typing import Any
 
 import numpy as np
 
+from faithtests.world.captions import PLURAL
 from faithtests.world.local_models import render_prompt
-from faithtests.world.scene import CANVAS
+from faithtests.world.scene import CANVAS, SHAPES
 from faithtests.world.tokenizer import build_tokenizer
-from faithtests.world.vlm_tasks import Example, sample_example
+from faithtests.world.vlm_tasks import CaptionTruth, Example, sample_example
 from faithtests.world.warmup import PATCH, dense_warmup, make_heads
 
 IMAGE_TOKENS = (CANVAS // PATCH) ** 2
 TWIN_STEPS = 300  # fine-tuning steps of a degraded twin from the vlm checkpoint
+#: Vision warm-up learning rate: at 3e-3 (the CLIP recipe's) this tower's per-patch loss fell to ~1.6,
+#: then diverged (9.9 after 500 steps); at 1e-3 it reaches 0.02 in 300 steps.
+VISION_LR = 1e-3
+#: Residual streams (index into ``hidden_states``: 0 = embeddings) read by the clause-truth head and by
+#: the noun head (one look at the image: early).
+TRUTH_LAYER = 4
+NOUN_LAYER = 2
+#: Training phases of ``vlm``: the first from scratch, each next one resumes the previous checkpoint on a
+#: fresh data stream (seed + k). The caption decisions come first and alone ("decision": A/B and
+#: verification with their clause and noun targets): mixed with the other tasks from step 0, the
+#: per-clause check was not learnt in 4,000 steps (targets at their base rate, A/B at chance), while
+#: alone it starts to form within 600. Then every other task joins ("focus" mixture); after it A/B was
+#: at 0.96 strict-correct but premise questions were always answered "E" and same/different always
+#: "different", so a last phase weights those tasks up ("rest"), without the clause/noun targets (their
+#: heads are not carried across phases, and fresh ones would pull on the decision states).
+VLM_PHASES: tuple[dict[str, Any], ...] = (
+    {"steps": 600, "mixture": "decision", "grounding_frac": 0.0, "align_scale": 0.5},
+    {"steps": 2000, "lr": 1e-3, "mixture": "decision"},
+    {"steps": 3000, "lr": 1e-3, "mixture": "focus"},
+    {"steps": 4000, "lr": 1e-3, "mixture": "rest", "truth_weight": 0.0},
+)
 CHAT_TEMPLATE = (
     "{%- for message in messages -%}"
     "{%- if message['role'] == 'user' -%}USER:"
@@ -83,7 +108,7 @@ def build_model(processor: Any, seed: int) -> Any:
         image_size=CANVAS, patch_size=PATCH, hidden_act="gelu", projection_dim=96,
     )
     text = LlamaConfig(
-        vocab_size=len(tok), hidden_size=128, intermediate_size=256, num_hidden_layers=4,
+        vocab_size=len(tok), hidden_size=128, intermediate_size=256, num_hidden_layers=6,
         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
         pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id,
         tie_word_embeddings=True,
@@ -128,6 +153,43 @@ def seed_projector(model: Any, heads: Any) -> None:
         lin2.weight[:k, :k] = torch.eye(k)
 
 
+def align_word_embeddings(model: Any, tokenizer: Any, scale: float = 0.5) -> list[str]:
+    """Give each attribute word the image-token unit of its attribute (after :func:`seed_projector`).
+
+    Image tokens start as GELU(readout logits): one large unit per attribute of the patch (colour,
+    shape, size, position slot). Adding ``scale`` times that unit to the embedding of "red", "circle",
+    "circles", "large", "big", "left", "middle", ... makes a caption word and the patches that show it
+    similar from step 0, so matching a caption against the image is a dot product the LM can use at
+    once instead of a code it must discover from one answer bit per prompt. Everything stays trainable.
+    Returns the words aligned.
+    """
+    import torch
+
+    from faithtests.world.captions import PLURAL, SYNONYMS
+    from faithtests.world.scene import COLOURS, POSITIONS, SHAPES, SIZES
+
+    offsets = {"colour": 0, "shape": len(COLOURS) + 1, "size": len(COLOURS) + len(SHAPES) + 2,
+               "slot": len(COLOURS) + len(SHAPES) + len(SIZES) + 3}
+    words: dict[str, int] = {}
+    for i, c in enumerate(COLOURS):
+        words[c] = offsets["colour"] + 1 + i
+    for i, sh in enumerate(SHAPES):
+        words[sh] = words[PLURAL[sh]] = offsets["shape"] + 1 + i
+    for i, sz in enumerate(SIZES):
+        words[sz] = words[SYNONYMS[sz]] = offsets["size"] + 1 + i
+    for i, pos in enumerate(POSITIONS):
+        words[pos] = offsets["slot"] + 1 + i
+    words["middle"] = words["center"]
+    emb = model.get_input_embeddings().weight
+    with torch.no_grad():
+        for w, unit in words.items():
+            tid = tokenizer.convert_tokens_to_ids(w)
+            if tid is None or tid == tokenizer.unk_token_id:
+                raise KeyError(f"attribute word {w!r} is not in the tokenizer")
+            emb[tid, unit] += scale
+    return sorted(words)
+
+
 def _approx_len(ex: Example) -> int:
     return IMAGE_TOKENS * len(ex.prompt.images) + len((ex.prompt.description or "").split()) + len(
         ex.prompt.text.split()) + len(ex.answer.split())
@@ -141,17 +203,44 @@ def _find(seq: list[int], sub: list[int]) -> int:
     return -1
 
 
+#: Words that end a caption clause ("... on the left", "... in the middle"): the clause-truth targets sit
+#: on these tokens; the noun targets on the shape words.
+CLAUSE_END_WORDS = ("left", "right", "top", "bottom", "center", "middle")
+NOUN_WORDS = (*SHAPES, *PLURAL.values())
+
+
+def _truth_targets(tok: Any, ids: list[int], truth: Sequence[CaptionTruth]) -> tuple[list[int], list[int]]:
+    """Per token, for the captions quoted in the prompt: the noun target (1/0 on each shape word: such an
+    object exists) and the clause target (1/0 on each clause end: every claim so far holds); -100
+    elsewhere."""
+    ends = set(tok.convert_tokens_to_ids(list(CLAUSE_END_WORDS)))
+    nouns = set(tok.convert_tokens_to_ids(list(NOUN_WORDS)))
+    noun_out, clause_out = [-100] * len(ids), [-100] * len(ids)
+    for t in truth:
+        sub = tok.encode(t.text, add_special_tokens=False)
+        at = _find(ids, sub)
+        if at < 0:
+            raise ValueError(f"caption not found in its prompt: {t.text!r}")
+        for words, flags, out in ((ends, t.clauses, clause_out), (nouns, t.nouns, noun_out)):
+            pos = [at + i for i, x in enumerate(sub) if x in words]
+            if len(pos) != len(flags):
+                raise ValueError(f"{t.text!r}: {len(pos)} target words in the tokens, {len(flags)} flags")
+            for i, flag in zip(pos, flags, strict=True):
+                out[i] = int(flag)
+    return noun_out, clause_out
+
+
 def encode(processor: Any, examples: Sequence[Example]) -> dict[str, Any]:
     """Right-padded input ids; ``labels`` on the answer tokens and the end-of-sequence token only;
     ``context_labels`` on the tokens of an example's ``context_caption`` inside the prompt (-100
-    elsewhere)."""
+    elsewhere); ``truth_labels`` the clause-truth targets (:func:`_truth_targets`)."""
     import torch
 
     tok = processor.tokenizer
     texts = [render_prompt(processor, ex.prompt) for ex in examples]
     images = [im for ex in examples for im in ex.prompt.images]
     enc = processor(text=texts, images=images or None, padding=False)
-    rows, labels, context = [], [], []
+    rows, labels, context, truth, noun = [], [], [], [], []
     for ids, ex in zip(enc["input_ids"], examples, strict=True):
         ids = list(ids)
         ans = [*tok.encode(" " + ex.answer, add_special_tokens=False), tok.eos_token_id]
@@ -165,6 +254,9 @@ def encode(processor: Any, examples: Sequence[Example]) -> dict[str, Any]:
                 raise ValueError(f"context caption not found in its prompt: {ex.context_caption!r}")
             ctx[at:at + len(sub)] = sub
         context.append(ctx)
+        noun_t, clause_t = _truth_targets(tok, ids, ex.truth)
+        truth.append(clause_t + [-100] * len(ans))
+        noun.append(noun_t + [-100] * len(ans))
     width = max(len(r) for r in rows)
     pad = tok.pad_token_id
     out: dict[str, Any] = {
@@ -172,6 +264,8 @@ def encode(processor: Any, examples: Sequence[Example]) -> dict[str, Any]:
         "attention_mask": torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows]),
         "labels": torch.tensor([lab + [-100] * (width - len(lab)) for lab in labels]),
         "context_labels": torch.tensor([c + [-100] * (width - len(c)) for c in context]),
+        "truth_labels": torch.tensor([t + [-100] * (width - len(t)) for t in truth]),
+        "noun_labels": torch.tensor([t + [-100] * (width - len(t)) for t in noun]),
     }
     if images:
         out["pixel_values"] = torch.as_tensor(np.asarray(enc["pixel_values"]), dtype=torch.float32)
@@ -191,11 +285,60 @@ def _token_losses(logits: Any, labels: Any) -> tuple[Any, Any]:
     return (per_tok * mask).sum(1) / count.clamp(min=1), count > 0
 
 
-def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 3000, batch: int = 24,
+def store_half(path: Path) -> None:
+    """Re-save a finished checkpoint with float16 weights: ``vlm`` has 1.36 M parameters, 5.5 MB in
+    float32 against the 5 MB budget of a committed fixture. Loaders cast back to the dtype asked for
+    (``--faith-dtype``, float32 by default); the model cards are measured on the stored weights."""
+    import torch
+    from transformers import LlavaForConditionalGeneration
+
+    model: Any = LlavaForConditionalGeneration.from_pretrained(str(path), local_files_only=True,
+                                                               dtype=torch.float32)
+    model.half().save_pretrained(str(path))
+
+
+def quick_ab(model: Any, processor: Any, n: int = 64, seed: int = 7) -> dict[str, float]:
+    """A/B accuracy in both orders on ``n`` validation S3E records (a seed the held-out cards never
+    use), from the in-memory model: progress during training."""
+    import torch
+
+    from faithtests.world import prompts as P
+    from faithtests.world.items import s3e_records
+
+    recs = s3e_records(n, seed)
+    letters = [processor.tokenizer.convert_tokens_to_ids(x) for x in P.AB_LETTERS]
+    acc = []
+    was_training = model.training
+    model.eval()
+    for swap in (False, True):
+        prompts = [P.s3e_prompt(w.image(), *((w.record.c_stress, w.record.c_pos) if swap else
+                                              (w.record.c_pos, w.record.c_stress))) for w in recs]
+        processor.tokenizer.padding_side = "left"
+        inputs = processor(text=[render_prompt(processor, q) for q in prompts],
+                           images=[q.images[0] for q in prompts], return_tensors="pt", padding=True)
+        with torch.no_grad():
+            pick = model(**inputs).logits[:, -1, letters].argmax(-1)
+        acc.append((pick == int(swap)).float())
+    processor.tokenizer.padding_side = "right"
+    model.train(was_training)
+    return {"orig": float(acc[0].mean()), "swap": float(acc[1].mean()),
+            "strict": float((acc[0] * acc[1]).mean())}
+
+
+def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 4000, batch: int = 24,
               lr: float = 1.5e-3, init_from: Path | None = None, vision_steps: int = 500,
-              grounding_frac: float = 0.25, context_weight: float = 0.5,
+              grounding_frac: float = 0.25, context_weight: float = 0.5, truth_weight: float = 1.0,
+              align_scale: float = 0.0, mixture: str = "full", eval_every: int = 250,
               log: bool = True) -> dict[str, Any]:
-    """Train (or fine-tune ``init_from``) and save a checkpoint directory; returns training metadata."""
+    """Train (or fine-tune ``init_from``) and save a checkpoint directory; returns training metadata.
+
+    ``truth_weight`` weighs the auxiliary clause-truth loss: a linear head (used in training only, not
+    saved) on the residual stream after :data:`TRUTH_LAYER` predicts, at each clause end of a quoted
+    caption, whether the caption is still true there. Without it the A/B and verification answers are
+    one bit per prompt and the LM never learnt to check a caption (verification 0.58, A/B at chance
+    with a position bias); the dense target teaches the check, and the layers above only have to route
+    the two captions' final flags to the answer.
+    """
     import torch
     from transformers import LlavaForConditionalGeneration
 
@@ -205,7 +348,9 @@ def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 3
     processor = build_processor()
     model: Any
     if init_from is not None:
-        model = LlavaForConditionalGeneration.from_pretrained(str(init_from), local_files_only=True)
+        # float32 whatever the stored dtype: a committed checkpoint is stored in float16 (store_half)
+        model = LlavaForConditionalGeneration.from_pretrained(
+            str(init_from), local_files_only=True, dtype=torch.float32)
     else:
         model = build_model(processor, seed)
         t_v = time.time()
@@ -214,22 +359,32 @@ def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 3
         v_losses = dense_warmup(
             lambda pix: tower(pixel_values=pix).last_hidden_state[:, 1:],  # LLaVA "default" drops CLS
             lambda ims: processor.image_processor(ims, return_tensors="pt")["pixel_values"],
-            heads, list(tower.parameters()), rng, vision_steps,
+            heads, list(tower.parameters()), rng, vision_steps, lr=VISION_LR,
         )
+        if vision_steps >= 200 and np.mean(v_losses[-20:]) > 0.25:
+            # a tower that cannot read its patches makes every later step wasted: stop here
+            raise RuntimeError(f"vision warm-up did not converge (loss {np.mean(v_losses[-20:]):.3f} after "
+                               f"{vision_steps} steps at lr {VISION_LR})")
         seed_projector(model, heads)
+        if align_scale > 0:
+            align_word_embeddings(model, processor.tokenizer, align_scale)
         if log:
             print(f"vision pretraining {vision_steps} steps {time.time() - t_v:.0f}s "
                   f"loss {np.mean(v_losses[:10]):.2f} -> {np.mean(v_losses[-10:]):.3f}", flush=True)
     # Like LLaVA, the (warmed-up) vision tower stays frozen while the projector and LM learn.
     for p in model.model.vision_tower.parameters():
         p.requires_grad_(False)
-    trainable = [p for p in model.parameters() if p.requires_grad]
+    width = model.config.text_config.hidden_size
+    truth_head, noun_head = torch.nn.Linear(width, 1), torch.nn.Linear(width, 1)
+    trainable = [p for p in model.parameters() if p.requires_grad] + [
+        *truth_head.parameters(), *noun_head.parameters()]
     opt = torch.optim.AdamW(trainable, lr=lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.05)
     model.train()
     losses: dict[str, list[float]] = {}
+    progress: list[dict[str, float]] = []
     for step in range(steps):
-        stage = "grounding" if init_from is None and step < grounding_frac * steps else "full"
+        stage = "grounding" if init_from is None and step < grounding_frac * steps else mixture
         examples = [sample_example(rng, policy, stage) for _ in range(batch)]
         # Two length-sorted micro-batches: prompts range from ~60 to ~200 tokens, so padding a mixed
         # batch to its longest row would waste about a third of the compute.
@@ -240,12 +395,24 @@ def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 3
             inputs = encode(processor, part)
             labels = inputs.pop("labels")
             context_labels = inputs.pop("context_labels")
-            logits = model(**inputs).logits[:, :-1]
+            truth_labels = inputs.pop("truth_labels")
+            noun_labels = inputs.pop("noun_labels")
+            out = model(**inputs, output_hidden_states=truth_weight > 0)
+            logits = out.logits[:, :-1]
             per_ex, _ = _token_losses(logits, labels)  # every example weighs the same, long or short
             loss = per_ex.sum() / batch
             if context_weight > 0:
                 ctx, has = _token_losses(logits, context_labels)
                 loss = loss + context_weight * (ctx * has).sum() / batch
+            for name, head, layer, targets in (("clause_aux", truth_head, TRUTH_LAYER, truth_labels),
+                                               ("noun_aux", noun_head, NOUN_LAYER, noun_labels)):
+                keep = targets >= 0
+                if truth_weight <= 0 or not bool(keep.any()):
+                    continue
+                z = head(out.hidden_states[layer]).squeeze(-1)[keep]
+                bce = torch.nn.functional.binary_cross_entropy_with_logits(z, targets[keep].float())
+                loss = loss + truth_weight * bce * len(part) / batch
+                losses.setdefault(name, []).append(float(bce.detach()))
             loss.backward()
             for ex, v in zip(part, per_ex.detach().tolist(), strict=True):
                 losses.setdefault(ex.task, []).append(float(v))
@@ -255,6 +422,10 @@ def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 3
         if log and (step % 50 == 0 or step == steps - 1):
             summary = " ".join(f"{k}={np.mean(v[-100:]):.2f}" for k, v in sorted(losses.items()))
             print(f"step {step:4d} {time.time() - t0:5.0f}s {summary}", flush=True)
+        if eval_every and ((step + 1) % eval_every == 0 or step == steps - 1):
+            progress.append({"step": step + 1, **quick_ab(model, processor)})
+            if log:
+                print(f"validation A/B {progress[-1]}", flush=True)
     model.eval()
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out_dir))
@@ -264,9 +435,13 @@ def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 3
         "init_from": init_from.name if init_from is not None else None,
         "vision_pretrain_steps": vision_steps if init_from is None else 0,
         "grounding_frac": grounding_frac if init_from is None else 0.0, "context_weight": context_weight,
+        "truth_weight": truth_weight, "truth_layer": TRUTH_LAYER, "noun_layer": NOUN_LAYER,
+        "mixture": mixture,
+        "align_scale": align_scale if init_from is None else 0.0,
         "train_seconds": round(time.time() - t0, 1), "torch_threads": torch.get_num_threads(),
         "params": int(sum(p.numel() for p in model.parameters())),
         "final_loss_per_task": {k: round(float(np.mean(v[-100:])), 4) for k, v in losses.items()},
+        "validation_ab": progress,
     }
     (out_dir / "training.json").write_text(json.dumps(meta, indent=2))
     return meta

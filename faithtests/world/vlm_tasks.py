@@ -1,8 +1,12 @@
 """Training examples for the reference VLMs: (prompt, answer, task) triples drawn from the world.
 
 Every prompt is built by :mod:`faithtests.world.prompts`, so training and the suites ask the same
-questions. The answer is what the *intended* model should say; the degraded twins change the answer
-policy, never the questions:
+questions. Tasks: ``ab`` (S3E A/B caption choice, both orders), ``verify`` (one caption, Yes/No),
+``slot`` ("What is on the left?"), ``caption`` ("Describe the image."), ``premise`` (IMAVB A1, options
+in the fixed order or all six shuffled), ``mood`` (AC-Bench emotion, image-only and text-only prompts),
+``same_diff`` / ``count`` / ``find`` (SPD-Faith questions on image pairs, identical pairs included).
+The answer is what the *intended* model should say; the degraded twins change the answer policy, never
+the questions:
 
 - ``faithful`` (``vlm``): answers from the image (mood = y_img, misleading premise -> "E");
 - ``textbiased`` (``vlm-textbiased``): follows the text (mood = y_txt of the description, a misleading
@@ -13,7 +17,7 @@ policy, never the questions:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,13 +28,16 @@ from faithtests.world.captions import (
     NUMBER_WORDS,
     SIMPLE_TEMPLATES,
     WHERE,
+    CaptionSpec,
+    Mention,
+    mention_matches,
     noun_phrase,
     render_caption,
     satisfies,
     scene_spec,
 )
 from faithtests.world.edits import claims_text, pair_item
-from faithtests.world.flips import FLIP_KINDS, flip_spec
+from faithtests.world.flips import flip_spec
 from faithtests.world.mood import DESCRIPTION_SUBSETS, describe, mood_of, mood_scene
 from faithtests.world.premise import LETTERS, premise_item
 from faithtests.world.render import render
@@ -51,6 +58,20 @@ TRAIN_SEED_FLOOR = 2**20
 def _train_seed(rng: np.random.Generator) -> int:
     return int(rng.integers(TRAIN_SEED_FLOOR, 2**31))
 
+#: Phase 2 of ``vlm`` (continued from phase 1): the decision tasks get most of the batch.
+FOCUS_WEIGHTS: dict[str, float] = {
+    "ab": 0.42, "verify": 0.10, "slot": 0.03, "caption": 0.05, "premise": 0.14, "mood": 0.08,
+    "same_diff": 0.10, "count": 0.04, "find": 0.04,
+}
+#: The last phase of ``vlm``: the tasks still near chance after "focus" (premise, same/different,
+#: counting and naming differences, mood from text) get most of the batch; A/B and verification
+#: keep a fifth.
+REST_WEIGHTS: dict[str, float] = {
+    "ab": 0.16, "verify": 0.06, "slot": 0.03, "caption": 0.03, "premise": 0.22, "mood": 0.14,
+    "same_diff": 0.14, "count": 0.11, "find": 0.11,
+}
+#: Only the caption decisions (diagnostics and curricula).
+DECISION_WEIGHTS: dict[str, float] = {"ab": 0.5, "verify": 0.5}
 GROUNDING_WEIGHTS: dict[str, float] = {"slot": 0.35, "caption": 0.3, "verify": 0.15, "ab": 0.2}
 
 
@@ -62,25 +83,83 @@ class Example:
     #: a true caption that occurs verbatim in the prompt (A/B, verification): trained as in-context
     #: captioning, so the states that predict each caption word exist where a foil's word must clash
     context_caption: str | None = None
+    #: per caption quoted in the prompt (A/B, verification): its truth annotations, trained as auxiliary
+    #: verification targets (:class:`CaptionTruth`)
+    truth: tuple[CaptionTruth, ...] = ()
 
 
-def _positive_form(scene: Scene, rng: np.random.Generator) -> str:
-    """c+ in one of the surface forms S3E records use (canonical, reordered, lexical, templated)."""
-    spec = scene_spec(scene, with_background=False)
-    r = rng.random()
+@dataclass(frozen=True)
+class CaptionTruth:
+    """Ground truth along a caption's text, for the auxiliary verification targets of training.
+
+    ``nouns``: per mention, in text order, whether some object has its shape, colour and size (anywhere,
+    any number): answerable at the noun, one look at the image. ``clauses``: per clause ("... on the
+    left"), whether every mention up to that clause's end matches exactly (position and count too).
+    """
+
+    text: str
+    nouns: tuple[bool, ...]
+    clauses: tuple[bool, ...]
+
+
+def mention_exists(scene: Scene, m: Mention) -> bool:
+    """Some object fits the mention's shape, colour and size (position and count ignored)."""
+    return any(o.shape == m.shape and (m.colour is None or o.colour == m.colour)
+               and (m.size is None or o.size == m.size) for o in scene.objects)
+
+
+def clause_truth(scene: Scene, spec: CaptionSpec, order: Sequence[int] | None = None) -> tuple[bool, ...]:
+    """Cumulative truth at each clause end of ``render_caption(spec, order)``: clause k is True iff all
+    mentions of clauses 0..k match the scene. Clauses group consecutive mentions at one position, as
+    :func:`render_caption` does, so the k-th flag belongs to the k-th position phrase of the text."""
+    ms = [spec.mentions[i] for i in (order if order is not None else range(len(spec.mentions)))]
+    flags: list[bool] = []
+    ok = True
+    for i, m in enumerate(ms):
+        ok = ok and mention_matches(scene, m)
+        if i == len(ms) - 1 or ms[i + 1].position != m.position:
+            flags.append(ok)
+    return tuple(flags)
+
+
+def caption_truth(scene: Scene, spec: CaptionSpec, text: str,
+                  order: Sequence[int] | None = None) -> CaptionTruth:
+    """Annotations of ``text``, a surface form of ``render_caption(spec, order)`` (same mention order)."""
+    ms = [spec.mentions[i] for i in (order if order is not None else range(len(spec.mentions)))]
+    return CaptionTruth(text, tuple(mention_exists(scene, m) for m in ms), clause_truth(scene, spec, order))
+
+
+#: Surface forms of A/B and verification captions (S3E records use all of them) and their shares.
+FORMS: dict[str, float] = {"canonical": 0.6, "reversed": 0.15, "there": 0.15, "template": 0.1}
+#: Flip kinds of training foils. Relation and compositional flips (S3E's hardest stress types) weigh
+#: more; number flips (not an S3E stress type) less.
+FOIL_KINDS: dict[str, float] = {"colour": 0.2, "number": 0.1, "object": 0.2, "relation": 0.25,
+                                "compositional": 0.25}
+
+
+def _surface(scene: Scene, spec: CaptionSpec, form: str, template: str) -> CaptionTruth:
+    """``spec`` rendered in ``form``, with its annotations against ``scene``."""
     n = len(spec.mentions)
-    if r < 0.6:
-        return render_caption(spec)
-    if r < 0.75:
-        return render_caption(spec, order=list(range(n))[::-1])
-    if r < 0.9:
+    if form in ("canonical", "reversed"):
+        order = list(range(n)) if form == "canonical" else list(range(n))[::-1]
+        return caption_truth(scene, spec, render_caption(spec, order=order), order)
+    if form == "there":
         verb = "there is" if spec.mentions[0].count == 1 else "there are"
-        return f"{verb} {render_caption(spec, synonyms=True)}"
-    return SIMPLE_TEMPLATES[int(rng.integers(len(SIMPLE_TEMPLATES)))].format(c=render_caption(spec))
+        return caption_truth(scene, spec, f"{verb} {render_caption(spec, synonyms=True)}")
+    return caption_truth(scene, spec, template.format(c=render_caption(spec)))
 
 
-def _true_and_foil(rng: np.random.Generator) -> tuple[Scene, str, str]:
-    """A scene, one true caption form and a verified-false foil (a flip, or 1 in 6 another scene's)."""
+def _pick(rng: np.random.Generator, weights: dict[str, float]) -> str:
+    keys = list(weights)
+    w = np.array([weights[k] for k in keys])
+    return keys[int(rng.choice(len(keys), p=w / w.sum()))]
+
+
+def _true_and_foil(rng: np.random.Generator) -> tuple[Scene, CaptionTruth, CaptionTruth]:
+    """A scene, a true caption and a verified-false foil (a flip, or 1 in 6 another scene's caption),
+    both in one surface form with their annotations. One form for both matters: with the foil always
+    canonical and c+ often reordered or templated, "pick the non-canonical one" was a shortcut, and
+    held-out records (both canonical) fell back to "A"."""
     while True:
         scene = sample_scene(rng, n_groups=(1, 3))
         spec = scene_spec(scene, with_background=False)
@@ -90,12 +169,16 @@ def _true_and_foil(rng: np.random.Generator) -> tuple[Scene, str, str]:
             if satisfies(scene, foil_spec):
                 continue
         else:
-            kind = FLIP_KINDS[int(rng.integers(len(FLIP_KINDS)))]
-            maybe = flip_spec(scene, spec, kind, rng)
+            maybe = flip_spec(scene, spec, _pick(rng, FOIL_KINDS), rng)
             if maybe is None:
                 continue
             foil_spec = maybe
-        return scene, _positive_form(scene, rng), render_caption(foil_spec)
+        form = _pick(rng, FORMS)
+        template = SIMPLE_TEMPLATES[int(rng.integers(len(SIMPLE_TEMPLATES)))]
+        foil = _surface(scene, foil_spec, form, template)
+        if foil.clauses[-1]:
+            raise AssertionError(f"foil {foil.text!r} is true of its scene")
+        return scene, _surface(scene, spec, form, template), foil
 
 
 def ab_example(rng: np.random.Generator, policy: str) -> Example:
@@ -106,14 +189,16 @@ def ab_example(rng: np.random.Generator, policy: str) -> Example:
     answer = "A" if pos_first else "B"
     if policy == "positionbiased" and rng.random() < 0.7:
         answer = "A"
-    return Example(P.s3e_prompt(render(scene), a, b), answer, "ab", context_caption=pos)
+    return Example(P.s3e_prompt(render(scene), a.text, b.text), answer, "ab", context_caption=pos.text,
+                   truth=(a, b))
 
 
 def verify_example(rng: np.random.Generator) -> Example:
     scene, pos, neg = _true_and_foil(rng)
-    true = bool(rng.random() < 0.5)
-    return Example(P.verify_prompt(render(scene), pos if true else neg), "Yes" if true else "No", "verify",
-                   context_caption=pos if true else None)
+    shown = pos if rng.random() < 0.5 else neg
+    true = shown is pos
+    return Example(P.verify_prompt(render(scene), shown.text), "Yes" if true else "No", "verify",
+                   context_caption=pos.text if true else None, truth=(shown,))
 
 
 def slot_example(rng: np.random.Generator) -> Example:
@@ -180,7 +265,8 @@ def sample_example(rng: np.random.Generator, policy: str, stage: str = "full") -
     tasks that tie words to pixels (captioning, verification, A/B)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES}")
-    weights = GROUNDING_WEIGHTS if stage == "grounding" else TASK_WEIGHTS
+    weights = {"grounding": GROUNDING_WEIGHTS, "focus": FOCUS_WEIGHTS,
+               "decision": DECISION_WEIGHTS, "rest": REST_WEIGHTS}.get(stage, TASK_WEIGHTS)
     tasks = list(weights)
     w = np.array([weights[t] for t in tasks])
     task = tasks[int(rng.choice(len(tasks), p=w / w.sum()))]

@@ -15,7 +15,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 LGIP = ["suites/test_invariance.py", "suites/test_flip_sensitivity.py", "-k",
-        "paraphrase_invariance or flip_positive_rate or flip_strength_bins"]
+        "paraphrase_invariance or flip_positive_rate or flip_strength_bins", "--faith-no-vlm-scorer"]
 
 
 def run_suites(tmp_path: Path, *args: str) -> dict[str, str]:
@@ -46,3 +46,23 @@ def test_colourblind_twin_fails_only_colour(tmp_path: Path) -> None:
         "suites/test_flip_sensitivity.py::test_flip_strength_bins[world-weak-reference:clip-colorblind]",
     ], failed
     assert len(outcomes) == 11  # 3 invariance + 5 flip cases + 3 strength bins
+
+
+S3E = ["suites/test_flip_sensitivity.py", "-k", "forced_choice or hidden_stress"]
+
+
+def test_vlm_passes_the_forced_choice_suite(tmp_path: Path) -> None:
+    """Issue 6: ``reference:vlm`` clears per-order accuracy, strict-correct and the Δlex gate."""
+    outcomes = run_suites(tmp_path, *S3E, "--faith-vlm", "reference:vlm")
+    assert len(outcomes) == 4, outcomes  # two orders, strict-correct, hidden stress
+    assert all(o == "passed" for o in outcomes.values()), outcomes
+
+
+def test_positionbiased_twin_fails_strict_correct(tmp_path: Path) -> None:
+    """Trained to answer "A" on 70% of A/B trials, the twin must fail the swapped order and strict-correct;
+    with no strict-correct items there is no hidden-stress verdict either (undefined Δlex fails)."""
+    outcomes = run_suites(tmp_path, *S3E, "--faith-vlm", "reference:vlm-positionbiased")
+    failed = sorted(t.split("::")[1] for t, o in outcomes.items() if o != "passed")
+    assert failed == ["test_forced_choice_order_accuracy[reference:vlm-positionbiased-swap]",
+                      "test_forced_choice_strict_correct[reference:vlm-positionbiased]",
+                      "test_hidden_stress[reference:vlm-positionbiased]"], outcomes

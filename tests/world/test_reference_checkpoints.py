@@ -63,3 +63,32 @@ def test_colourblind_twin_is_worse_on_colour_flips_only() -> None:
     assert good["PR_colour"] - blind["PR_colour"] >= 0.2
     for kind in ("number", "object"):
         assert abs(good[f"PR_{kind}"] - blind[f"PR_{kind}"]) <= 0.15, kind
+
+
+def test_vlm_meets_its_ab_target() -> None:
+    """Issue 4: >= 0.85 A/B accuracy in both orders on held-out scenes."""
+    h = _card("vlm")["heldout"]
+    assert h["ab_stress_orig"] >= 0.85 and h["ab_stress_swap"] >= 0.85, h
+
+
+@pytest.mark.parametrize(("key", "chance"), [
+    ("mood_image_only", 1 / 8), ("mood_text_only", 1 / 8), ("diff_count_exact", 1 / 6),
+])
+def test_vlm_is_clearly_above_chance(key: str, chance: float) -> None:
+    """The other tasks where ``vlm`` is clearly above chance. Not yet: premise questions (standard ones
+    are mostly answered "E"), same/different (always "different") and difference naming; the model
+    card lists them and issue 4 stays open for them."""
+    h = _card("vlm")["heldout"]
+    assert h[key] >= chance + 0.15, f"{key} {h[key]:.3f} is not clearly above chance {chance:.3f}"
+
+
+def test_textbiased_twin_follows_the_text() -> None:
+    """The twin follows misleading descriptions and premises more than ``vlm``."""
+    good, biased = _card("vlm")["heldout"], _card("vlm-textbiased")["heldout"]
+    assert biased["mood_P_txt_conflict"] - good["mood_P_txt_conflict"] >= 0.2
+    assert good["premise_mis_v"] - biased["premise_mis_v"] >= 0.2
+
+
+def test_positionbiased_twin_loses_strict_correctness() -> None:
+    good, biased = _card("vlm")["heldout"], _card("vlm-positionbiased")["heldout"]
+    assert good["ab_strict"] - biased["ab_strict"] >= 0.2

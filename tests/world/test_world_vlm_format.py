@@ -55,3 +55,60 @@ def test_training_encoding_matches_the_public_path(processor, tmp_path) -> None:
         answer = labels[labels != -100].tolist()
         assert answer[-1] == processor.tokenizer.eos_token_id
         assert processor.tokenizer.decode(answer[:-1]).strip() == ex.answer
+
+
+def test_clause_truth_is_cumulative_per_clause() -> None:
+    from faithtests.world.captions import CaptionSpec, Mention
+    from faithtests.world.scene import Background, Scene, WorldObject
+    from faithtests.world.vlm_tasks import clause_truth
+
+    scene = Scene((WorldObject(0, "circle", "red", "large", "left", cx=7, cy=39),
+                   WorldObject(1, "square", "blue", "small", "right", cx=88, cy=39)),
+                  Background("dark", "warm"))
+    red_left = Mention(1, "circle", "left", "red", "large")
+    green_right = Mention(1, "square", "right", "green", "small")  # false: the square is blue
+    blue_right = Mention(1, "square", "right", "blue", "small")
+    spec = CaptionSpec((red_left, green_right))
+    assert clause_truth(scene, spec) == (True, False)
+    assert clause_truth(scene, spec, order=[1, 0]) == (False, False)  # once false, false to the end
+    assert clause_truth(scene, CaptionSpec((red_left, blue_right))) == (True, True)
+    # two mentions at one position form one clause ("... and ... on the left"): one flag
+    two_left = CaptionSpec((red_left, Mention(1, "square", "left", "blue", "small")))
+    assert clause_truth(scene, two_left) == (False,)
+
+
+def test_truth_targets_sit_on_clause_ends_and_nouns(processor) -> None:  # type: ignore[no-untyped-def]
+    """Every A/B prompt carries one clause target per clause of each caption, on its position word, and
+    one noun target per mention, on its shape word; the true caption's targets are all 1 and the foil's
+    last clause target is 0."""
+    from faithtests.world.train_vlm import CLAUSE_END_WORDS, NOUN_WORDS, encode
+    from faithtests.world.vlm_tasks import ab_example
+
+    rng = np.random.default_rng(5)
+    examples = [ab_example(rng, "faithful") for _ in range(20)]
+    batch = encode(processor, examples)
+    rows = zip(batch["input_ids"], batch["truth_labels"], batch["noun_labels"], examples, strict=True)
+    for ids, clause_t, noun_t, ex in rows:
+        a, b = ex.truth
+        for targets, words, flags in ((clause_t, CLAUSE_END_WORDS, (*a.clauses, *b.clauses)),
+                                      (noun_t, NOUN_WORDS, (*a.nouns, *b.nouns))):
+            at = (targets >= 0).nonzero().flatten().tolist()
+            assert set(processor.tokenizer.convert_ids_to_tokens([int(ids[i]) for i in at])) <= set(words)
+            assert [int(targets[i]) for i in at] == [int(f) for f in flags]
+        true, foil = (a, b) if ex.answer == "A" else (b, a)
+        assert all(true.clauses) and all(true.nouns) and not foil.clauses[-1]
+
+
+def test_noun_truth_ignores_position_and_count() -> None:
+    from faithtests.world.captions import CaptionSpec, Mention, render_caption
+    from faithtests.world.scene import Background, Scene, WorldObject
+    from faithtests.world.vlm_tasks import caption_truth
+
+    scene = Scene((WorldObject(0, "circle", "red", "large", "left", cx=7, cy=39),
+                   WorldObject(1, "square", "blue", "small", "right", cx=88, cy=39)),
+                  Background("dark", "warm"))
+    # two red circles on the right: such a circle exists (nouns True) but the claim is false
+    spec = CaptionSpec((Mention(2, "circle", "right", "red", "large"),
+                        Mention(1, "square", "right", "red", "small")))  # no red square anywhere
+    t = caption_truth(scene, spec, render_caption(spec))
+    assert t.nouns == (True, False) and t.clauses == (False,)
