@@ -90,6 +90,8 @@ def mood_report(vlm: Any, n: int, seed: int) -> dict[str, float]:
     p_img, p_txt = float(np.concatenate(conflict_img).mean()), float(np.concatenate(conflict_txt).mean())
     out.update({"mood_P_img_conflict": p_img, "mood_P_txt_conflict": p_txt,
                 "mood_TBR": p_txt / (p_txt + p_img) if p_txt + p_img > 0 else float("nan")})
+    n_conflict = float(sum(len(c) for c in conflict_img))  # three conflict kinds per item
+    out.update({f"n_mood_{k}": n_conflict for k in ("P_img_conflict", "P_txt_conflict", "TBR")})
     descs = [it.description("subjective_opposite") for it in items]
     txt_only = choose(vlm, [P.text_only_emotion_prompt(d.text) for d in descs], EMOTIONS)
     out["mood_text_only"] = float((txt_only == np.array([EMOTIONS.index(d.emotion) for d in descs])).mean())

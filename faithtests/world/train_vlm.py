@@ -50,19 +50,25 @@ VISION_LR = 1e-3
 #: the noun head (one look at the image: early).
 TRUTH_LAYER = 4
 NOUN_LAYER = 2
+#: ... and by the patch-difference head (second image of a pair: does this patch differ from the first's).
+PATCH_LAYER = 3
 #: Training phases of ``vlm``: the first from scratch, each next one resumes the previous checkpoint on a
 #: fresh data stream (seed + k). The caption decisions come first and alone ("decision": A/B and
 #: verification with their clause and noun targets): mixed with the other tasks from step 0, the
 #: per-clause check was not learnt in 4,000 steps (targets at their base rate, A/B at chance), while
 #: alone it starts to form within 600. Then every other task joins ("focus" mixture); after it A/B was
 #: at 0.96 strict-correct but premise questions were always answered "E" and same/different always
-#: "different", so a last phase weights those tasks up ("rest"), without the clause/noun targets (their
-#: heads are not carried across phases, and fresh ones would pull on the decision states).
+#: "different", so a phase weights those tasks up ("rest"), without the clause/noun targets (their
+#: heads are not carried across phases, and fresh ones would pull on the decision states). Mood was then
+#: solved, but premise questions still got "E" and pairs "different": the last phase adds dense targets
+#: for them (premise truth on the premise's last word, per-patch difference on the second image) and
+#: same/different was learnt within 1,500 steps.
 VLM_PHASES: tuple[dict[str, Any], ...] = (
     {"steps": 600, "mixture": "decision", "grounding_frac": 0.0, "align_scale": 0.5},
     {"steps": 2000, "lr": 1e-3, "mixture": "decision"},
     {"steps": 3000, "lr": 1e-3, "mixture": "focus"},
     {"steps": 4000, "lr": 1e-3, "mixture": "rest", "truth_weight": 0.0},
+    {"steps": 4000, "lr": 1e-3, "mixture": "rest", "extra_targets": True},
 )
 CHAT_TEMPLATE = (
     "{%- for message in messages -%}"
@@ -230,17 +236,31 @@ def _truth_targets(tok: Any, ids: list[int], truth: Sequence[CaptionTruth]) -> t
     return noun_out, clause_out
 
 
-def encode(processor: Any, examples: Sequence[Example]) -> dict[str, Any]:
+def _premise_end(tok: Any, ids: list[int], ex: Example) -> int:
+    """Token index of the last word of a premise question's premise: its first position word, or
+    "background" for a background premise."""
+    q = tok.encode(ex.prompt.text, add_special_tokens=False)
+    at = _find(ids, q)
+    words = set(tok.convert_tokens_to_ids([*CLAUSE_END_WORDS, "background"]))
+    first = next((i for i, t in enumerate(q) if t in words), None)
+    if at < 0 or first is None:
+        raise ValueError(f"no premise end found in {ex.prompt.text!r}")
+    return at + first
+
+
+def encode(processor: Any, examples: Sequence[Example], extra_targets: bool = True) -> dict[str, Any]:
     """Right-padded input ids; ``labels`` on the answer tokens and the end-of-sequence token only;
     ``context_labels`` on the tokens of an example's ``context_caption`` inside the prompt (-100
-    elsewhere); ``truth_labels`` the clause-truth targets (:func:`_truth_targets`)."""
+    elsewhere); ``truth_labels`` / ``noun_labels`` the clause and noun targets (:func:`_truth_targets`;
+    with ``extra_targets`` also the premise target) and ``patch_labels`` the per-patch difference target
+    of an image pair's second image (with ``extra_targets``)."""
     import torch
 
     tok = processor.tokenizer
     texts = [render_prompt(processor, ex.prompt) for ex in examples]
     images = [im for ex in examples for im in ex.prompt.images]
     enc = processor(text=texts, images=images or None, padding=False)
-    rows, labels, context, truth, noun = [], [], [], [], []
+    rows, labels, context, truth, noun, patch = [], [], [], [], [], []
     for ids, ex in zip(enc["input_ids"], examples, strict=True):
         ids = list(ids)
         ans = [*tok.encode(" " + ex.answer, add_special_tokens=False), tok.eos_token_id]
@@ -255,6 +275,16 @@ def encode(processor: Any, examples: Sequence[Example]) -> dict[str, Any]:
             ctx[at:at + len(sub)] = sub
         context.append(ctx)
         noun_t, clause_t = _truth_targets(tok, ids, ex.truth)
+        if extra_targets and ex.premise_true is not None:
+            clause_t[_premise_end(tok, ids, ex)] = int(ex.premise_true)
+        patch_t = [-100] * len(ids)
+        if extra_targets and ex.patch_diff is not None:
+            image_at = [i for i, t in enumerate(ids) if t == processor.image_token_id]
+            if len(image_at) != 2 * IMAGE_TOKENS:
+                raise ValueError(f"a pair prompt has {len(image_at)} image tokens, not {2 * IMAGE_TOKENS}")
+            for i, flag in zip(image_at[IMAGE_TOKENS:], ex.patch_diff, strict=True):
+                patch_t[i] = int(flag)
+        patch.append(patch_t + [-100] * len(ans))
         truth.append(clause_t + [-100] * len(ans))
         noun.append(noun_t + [-100] * len(ans))
     width = max(len(r) for r in rows)
@@ -266,6 +296,7 @@ def encode(processor: Any, examples: Sequence[Example]) -> dict[str, Any]:
         "context_labels": torch.tensor([c + [-100] * (width - len(c)) for c in context]),
         "truth_labels": torch.tensor([t + [-100] * (width - len(t)) for t in truth]),
         "noun_labels": torch.tensor([t + [-100] * (width - len(t)) for t in noun]),
+        "patch_labels": torch.tensor([t + [-100] * (width - len(t)) for t in patch]),
     }
     if images:
         out["pixel_values"] = torch.as_tensor(np.asarray(enc["pixel_values"]), dtype=torch.float32)
@@ -328,16 +359,20 @@ def quick_ab(model: Any, processor: Any, n: int = 64, seed: int = 7) -> dict[str
 def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 4000, batch: int = 24,
               lr: float = 1.5e-3, init_from: Path | None = None, vision_steps: int = 500,
               grounding_frac: float = 0.25, context_weight: float = 0.5, truth_weight: float = 1.0,
-              align_scale: float = 0.0, mixture: str = "full", eval_every: int = 250,
+              align_scale: float = 0.0, extra_targets: bool = False, mixture: str = "full",
+              eval_every: int = 250,
               log: bool = True) -> dict[str, Any]:
     """Train (or fine-tune ``init_from``) and save a checkpoint directory; returns training metadata.
 
-    ``truth_weight`` weighs the auxiliary clause-truth loss: a linear head (used in training only, not
-    saved) on the residual stream after :data:`TRUTH_LAYER` predicts, at each clause end of a quoted
-    caption, whether the caption is still true there. Without it the A/B and verification answers are
-    one bit per prompt and the LM never learnt to check a caption (verification 0.58, A/B at chance
-    with a position bias); the dense target teaches the check, and the layers above only have to route
-    the two captions' final flags to the answer.
+    ``truth_weight`` weighs the auxiliary truth losses: linear heads (used in training only, not saved)
+    on the residual stream predict, at each clause end of a quoted caption, whether the caption is still
+    true there (after :data:`TRUTH_LAYER`) and, at each noun, whether such an object exists (after
+    :data:`NOUN_LAYER`). Without them the A/B and verification answers are one bit per prompt and the
+    LM never learnt to check a caption (verification 0.58, A/B at chance with a position bias); the
+    dense targets teach the check, and the layers above only have to route the two captions' final
+    flags to the answer. ``extra_targets`` adds the same kind of target to premise questions (on the
+    premise's last word) and a per-patch difference target on the second image of a pair (after
+    :data:`PATCH_LAYER`).
     """
     import torch
     from transformers import LlavaForConditionalGeneration
@@ -375,9 +410,9 @@ def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 4
     for p in model.model.vision_tower.parameters():
         p.requires_grad_(False)
     width = model.config.text_config.hidden_size
-    truth_head, noun_head = torch.nn.Linear(width, 1), torch.nn.Linear(width, 1)
+    truth_head, noun_head, patch_head = (torch.nn.Linear(width, 1) for _ in range(3))
     trainable = [p for p in model.parameters() if p.requires_grad] + [
-        *truth_head.parameters(), *noun_head.parameters()]
+        *truth_head.parameters(), *noun_head.parameters(), *patch_head.parameters()]
     opt = torch.optim.AdamW(trainable, lr=lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.05)
     model.train()
@@ -392,11 +427,12 @@ def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 4
         opt.zero_grad()
         for chunk in (order[: batch // 2], order[batch // 2:]):
             part = [examples[i] for i in chunk]
-            inputs = encode(processor, part)
+            inputs = encode(processor, part, extra_targets)
             labels = inputs.pop("labels")
             context_labels = inputs.pop("context_labels")
             truth_labels = inputs.pop("truth_labels")
             noun_labels = inputs.pop("noun_labels")
+            patch_labels = inputs.pop("patch_labels")
             out = model(**inputs, output_hidden_states=truth_weight > 0)
             logits = out.logits[:, :-1]
             per_ex, _ = _token_losses(logits, labels)  # every example weighs the same, long or short
@@ -405,7 +441,8 @@ def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 4
                 ctx, has = _token_losses(logits, context_labels)
                 loss = loss + context_weight * (ctx * has).sum() / batch
             for name, head, layer, targets in (("clause_aux", truth_head, TRUTH_LAYER, truth_labels),
-                                               ("noun_aux", noun_head, NOUN_LAYER, noun_labels)):
+                                               ("noun_aux", noun_head, NOUN_LAYER, noun_labels),
+                                               ("patch_aux", patch_head, PATCH_LAYER, patch_labels)):
                 keep = targets >= 0
                 if truth_weight <= 0 or not bool(keep.any()):
                     continue
@@ -436,6 +473,7 @@ def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 4
         "vision_pretrain_steps": vision_steps if init_from is None else 0,
         "grounding_frac": grounding_frac if init_from is None else 0.0, "context_weight": context_weight,
         "truth_weight": truth_weight, "truth_layer": TRUTH_LAYER, "noun_layer": NOUN_LAYER,
+        "patch_layer": PATCH_LAYER, "extra_targets": extra_targets,
         "mixture": mixture,
         "align_scale": align_scale if init_from is None else 0.0,
         "train_seconds": round(time.time() - t0, 1), "torch_threads": torch.get_num_threads(),

@@ -42,6 +42,7 @@ from faithtests.world.mood import DESCRIPTION_SUBSETS, describe, mood_of, mood_s
 from faithtests.world.premise import LETTERS, premise_item
 from faithtests.world.render import render
 from faithtests.world.scene import POSITIONS, Scene, sample_scene
+from faithtests.world.warmup import patch_targets
 
 POLICIES: tuple[str, ...] = ("faithful", "textbiased", "positionbiased")
 #: Sampling weights of the tasks in a training batch.
@@ -86,6 +87,11 @@ class Example:
     #: per caption quoted in the prompt (A/B, verification): its truth annotations, trained as auxiliary
     #: verification targets (:class:`CaptionTruth`)
     truth: tuple[CaptionTruth, ...] = ()
+    #: premise questions: whether the question's premise ("Next to the single red circle on the left",
+    #: "On the dark warm background") holds; a clause target on the premise's last word
+    premise_true: bool | None = None
+    #: image pairs: per patch of the second image, whether it differs from the same patch of the first
+    patch_diff: tuple[bool, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -228,7 +234,8 @@ def premise_example(rng: np.random.Generator, policy: str) -> Example:
     if policy == "textbiased" and q.variant.startswith("misleading"):
         correct_text = content_answer  # accepts the false premise and answers the content question
     answer = LETTERS[opts.index(correct_text)]
-    return Example(P.imavb_prompt(render(item.scene), q.question, opts), answer, "premise")
+    return Example(P.imavb_prompt(render(item.scene), q.question, opts), answer, "premise",
+                   premise_true=not q.variant.startswith("misleading"))
 
 
 def mood_example(rng: np.random.Generator, policy: str) -> Example:
@@ -251,13 +258,15 @@ def pair_example(rng: np.random.Generator, task: str) -> Example:
     item = pair_item(_train_seed(rng), int(rng.integers(2**20)), subset=subset)
     a, b = item.images()
     n = len(item.edits)
+    before, after = patch_targets(item.scene_a), patch_targets(item.scene_b)
+    diff = tuple(x != y for x, y in zip(zip(*before, strict=True), zip(*after, strict=True), strict=True))
     if task == "same_diff":
         same = rng.random() < 0.5
         prompt = P.same_prompt(a, b) if same else P.different_prompt(a, b)
-        return Example(prompt, "Yes" if (n == 0) == same else "No", task)
+        return Example(prompt, "Yes" if (n == 0) == same else "No", task, patch_diff=diff)
     if task == "count":
-        return Example(P.count_prompt(a, b), NUMBER_WORDS[n], task)
-    return Example(P.find_prompt(a, b, n), claims_text(item.edits), task)
+        return Example(P.count_prompt(a, b), NUMBER_WORDS[n], task, patch_diff=diff)
+    return Example(P.find_prompt(a, b, n), claims_text(item.edits), task, patch_diff=diff)
 
 
 def sample_example(rng: np.random.Generator, policy: str, stage: str = "full") -> Example:

@@ -71,21 +71,25 @@ def test_vlm_meets_its_ab_target() -> None:
     assert h["ab_stress_orig"] >= 0.85 and h["ab_stress_swap"] >= 0.85, h
 
 
-@pytest.mark.parametrize(("key", "chance"), [
+@pytest.mark.parametrize(("key", "baseline"), [
     ("mood_image_only", 1 / 8), ("mood_text_only", 1 / 8), ("diff_count_exact", 1 / 6),
+    # a third of the pairs are identical: answering "different" always scores 2/3
+    ("diff_same_acc", 2 / 3), ("diff_different_acc", 2 / 3),
 ])
-def test_vlm_is_clearly_above_chance(key: str, chance: float) -> None:
-    """The other tasks where ``vlm`` is clearly above chance. Not yet: premise questions (standard ones
-    are mostly answered "E"), same/different (always "different") and difference naming; the model
-    card lists them and issue 4 stays open for them."""
+def test_vlm_is_clearly_above_chance(key: str, baseline: float) -> None:
+    """The other tasks where ``vlm`` clearly beats chance (or the best constant answer). Not yet:
+    standard premise questions (0.235 against 1/6; it still rejects half of them); the model card says
+    so and issue 4 stays open for it."""
     h = _card("vlm")["heldout"]
-    assert h[key] >= chance + 0.15, f"{key} {h[key]:.3f} is not clearly above chance {chance:.3f}"
+    assert h[key] >= baseline + 0.15, f"{key} {h[key]:.3f} is not clearly above {baseline:.3f}"
 
 
 def test_textbiased_twin_follows_the_text() -> None:
-    """The twin follows misleading descriptions and premises more than ``vlm``."""
+    """The twin follows misleading descriptions and premises more than ``vlm``: in mood conflicts (600
+    decisions: 3 conflict kinds x 200 items, so a binomial SE of about 0.015) and on misleading premises
+    (200 questions)."""
     good, biased = _card("vlm")["heldout"], _card("vlm-textbiased")["heldout"]
-    assert biased["mood_P_txt_conflict"] - good["mood_P_txt_conflict"] >= 0.2
+    assert biased["mood_P_txt_conflict"] - good["mood_P_txt_conflict"] >= 0.1
     assert good["premise_mis_v"] - biased["premise_mis_v"] >= 0.2
 
 

@@ -112,3 +112,31 @@ def test_noun_truth_ignores_position_and_count() -> None:
                         Mention(1, "square", "right", "red", "small")))  # no red square anywhere
     t = caption_truth(scene, spec, render_caption(spec))
     assert t.nouns == (True, False) and t.clauses == (False,)
+
+
+def test_premise_and_patch_targets(processor) -> None:  # type: ignore[no-untyped-def]
+    """A premise question carries one clause target, on the premise's last word ("... on the left," or
+    "... background,"), 1 for the standard variant and 0 for the misleading one; a pair prompt carries
+    one difference target per patch of its second image, 1 exactly where the two scenes' patches differ."""
+    from faithtests.world.train_vlm import CLAUSE_END_WORDS, IMAGE_TOKENS, encode
+    from faithtests.world.vlm_tasks import pair_example, premise_example
+
+    rng = np.random.default_rng(11)
+    premises = [premise_example(rng, "faithful") for _ in range(12)]
+    batch = encode(processor, premises)
+    assert {ex.premise_true for ex in premises} == {True, False}
+    for ids, targets, ex in zip(batch["input_ids"], batch["truth_labels"], premises, strict=True):
+        at = (targets >= 0).nonzero().flatten().tolist()
+        assert len(at) == 1 and int(targets[at[0]]) == int(bool(ex.premise_true))
+        assert processor.tokenizer.convert_ids_to_tokens(int(ids[at[0]])) in (*CLAUSE_END_WORDS, "background")
+    assert not bool((encode(processor, premises, extra_targets=False)["truth_labels"] >= 0).any())
+
+    pairs = [pair_example(rng, task) for task in ("same_diff", "count", "find") for _ in range(4)]
+    batch = encode(processor, pairs)
+    for ids, targets, ex in zip(batch["input_ids"], batch["patch_labels"], pairs, strict=True):
+        image_at = (ids == processor.image_token_id).nonzero().flatten().tolist()
+        assert (targets >= 0).nonzero().flatten().tolist() == image_at[IMAGE_TOKENS:]
+        assert ex.patch_diff is not None and [int(targets[i]) for i in image_at[IMAGE_TOKENS:]] == [
+            int(d) for d in ex.patch_diff]
+        if ex.task == "count":  # an edited pair differs somewhere, an identical one nowhere
+            assert any(ex.patch_diff) == (ex.answer != "zero")
