@@ -5,6 +5,9 @@ Registered as its own ``pytest11`` entry point (and listed in the root conftest 
 - Options (group "faithtests"): ``--faith-device`` (``auto``: cuda if available, else cpu),
   ``--faith-dtype`` (float32), ``--faith-batch-size`` (16). The model specs come from the core plugin's
   ``--faith-model`` / ``--faith-vlm`` (``[LABEL=]SPEC``; defaults ``reference:clip`` / ``reference:vlm``).
+- ``faith_scorer`` runs over every ``--faith-model`` and then each ``--faith-vlm`` used as a scorer
+  (its caption log-likelihood; ``--faith-no-vlm-scorer`` turns that off); the default VLM joins only a
+  run that names no model at all.
 - Every test using a fixture is parametrised over the specs (ids = labels), carries one
   ``xdist_group(name=LABEL)`` mark per model so ``--dist loadgroup`` keeps a model on one worker, and the
   ``gpu`` mark when the device was set to CUDA explicitly (such tests skip on machines without CUDA).
@@ -32,6 +35,8 @@ if TYPE_CHECKING:
 
 DEFAULT_SCORER = "reference:clip"
 DEFAULT_VLM = "reference:vlm"
+#: ``VLMScorer.score_kind`` (kept here so that this module stays torch-free; a test ties the two)
+VLM_SCORE_KIND = "caption_mean_logprob"
 _LABEL = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _LOADED = pytest.StashKey[dict[tuple[str, str, str, int], Any]]()
 
@@ -43,6 +48,12 @@ class ModelParam:
     #: the option the spec came from ("faith_model" or "faith_vlm"): a ``faith_scorer`` param from
     #: ``--faith-vlm`` is that VLM used as a scorer
     via: str = "faith_model"
+
+    @property
+    def score_family(self) -> str | None:
+        """Threshold family of a ``faith_scorer`` param that is a VLM used as a scorer (the core plugin
+        binds it, so the checks use the log-likelihood thresholds)."""
+        return VLM_SCORE_KIND if self.via == "faith_vlm" else None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -101,7 +112,16 @@ def model_params(config: pytest.Config, kind: str) -> list[ModelParam]:
 
 
 def _named(config: pytest.Config, kind: str) -> bool:
-    """Whether the user gave ``--faith-model`` / ``--faith-vlm`` (rather than taking the default)."""
+    """Whether the user named ``--faith-model`` / ``--faith-vlm`` specs, on the command line or in the
+    ini file (rather than taking the default)."""
+    try:
+        from faithtests.options import FAITH_OPTIONS
+
+        opts = config.stash.get(FAITH_OPTIONS, None)
+    except ImportError:
+        opts = None
+    if opts is not None:
+        return bool(opts.models if kind == "faith_model" else opts.vlms)
     try:
         return bool(config.getoption(kind, None))
     except ValueError:

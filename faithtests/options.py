@@ -80,10 +80,13 @@ def get_options(config: pytest.Config) -> FaithOptions:
 def register_model_info(config: pytest.Config, label: str, info: dict[str, Any]) -> None:
     """For model fixtures: record fingerprint info (spec, checkpoint hash, family, ...) of a loaded
     model. It travels to the controller on the next test report and lands in ``fingerprint.models``.
-    A ``family`` key also selects family-specific thresholds for checks of that model."""
+    A ``family`` key also selects family-specific thresholds for checks of that model. Info registered
+    twice under one label is merged (later keys win)."""
     from faithtests.recording import json_safe
 
-    config.stash.setdefault(FAITH_MODEL_INFO, {})[label] = json_safe(info, f"model info {label!r}")
+    # merged, not replaced: one label can be registered by two fixtures (a VLM and that VLM as a scorer)
+    config.stash.setdefault(FAITH_MODEL_INFO, {}).setdefault(label, {}).update(
+        json_safe(info, f"model info {label!r}"))
 
 
 def add_options(parser: pytest.Parser) -> None:

@@ -197,6 +197,12 @@ def faith(request: pytest.FixtureRequest) -> Faith:
         model_specs=opts.model_specs(),
         model_info=request.config.stash[FAITH_MODEL_INFO],
     )
+    # A VLM run as a scorer shares its label with the VLM itself; its checks need the scorer's
+    # thresholds (log-likelihood scale), whatever info the VLM fixture registered under that label.
+    params: dict[str, object] = getattr(getattr(item, "callspec", None), "params", {})
+    score_family = getattr(params.get("faith_scorer"), "score_family", None)
+    if isinstance(score_family, str):
+        recorder.bind(family=score_family)
     item.stash[FAITH_KEY] = recorder
     return recorder
 

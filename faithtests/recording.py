@@ -181,7 +181,7 @@ class Faith:
         if self._family:
             out.append(self._family)
         info = self.record.models.get(self._model) or self._session_info.get(self._model) or {}
-        if info.get("score"):  # the score's scale (e.g. caption_mean_logprob) before the architecture
+        if info.get("score") and info["score"] != "cosine":  # a non-cosine scale before the architecture
             out.append(str(info["score"]).lower())
         if info.get("family"):
             out.append(str(info["family"]).lower())

@@ -405,3 +405,29 @@ def test_repo_conftest_and_entry_point_register_once(pytestconfig: pytest.Config
 
     registered = [p for p in pytestconfig.pluginmanager.get_plugins() if p is plugin]
     assert len(registered) == 1
+
+
+def test_scorer_param_binds_its_score_family(pytester: pytest.Pytester) -> None:
+    """A ``faith_scorer`` param with a ``score_family`` (a VLM used as a scorer) binds that family, so its
+    checks use the log-likelihood thresholds even after the VLM fixture registered its own info (no
+    score kind) under the same label."""
+    (pytester.path / "suites").mkdir(exist_ok=True)
+    (pytester.path / "suites" / "thresholds.toml").write_text(
+        '[invariance]\nE_inv = { op = "<=", value = 0.05, family = { caption_mean_logprob = 1.5 } }\n')
+    pytester.makepyfile(test_inv="""
+        import pytest
+        from faithtests.options import register_model_info
+
+        class Param:
+            label = "v"
+            score_family = "caption_mean_logprob"
+
+        pytestmark = pytest.mark.suite("invariance")
+
+        @pytest.mark.parametrize("faith_scorer", [Param()], ids=["v"])
+        def test_a(faith, faith_scorer, request):
+            register_model_info(request.config, "v", {"family": "llava", "role": "vlm"})
+            faith.metric("E_inv", 0.64, higher_is_better=False)
+            faith.check("E_inv")
+    """)
+    _run(pytester, "-p", "no:faithtests.model_fixtures").assert_outcomes(passed=1)

@@ -64,12 +64,17 @@ FOCUS_WEIGHTS: dict[str, float] = {
     "ab": 0.42, "verify": 0.10, "slot": 0.03, "caption": 0.05, "premise": 0.14, "mood": 0.08,
     "same_diff": 0.10, "count": 0.04, "find": 0.04,
 }
-#: The last phase of ``vlm``: the tasks still near chance after "focus" (premise, same/different,
+#: Phases 4-5 of ``vlm``: the tasks still near chance after "focus" (premise, same/different,
 #: counting and naming differences, mood from text) get most of the batch; A/B and verification
 #: keep a fifth.
 REST_WEIGHTS: dict[str, float] = {
     "ab": 0.16, "verify": 0.06, "slot": 0.03, "caption": 0.03, "premise": 0.22, "mood": 0.14,
     "same_diff": 0.14, "count": 0.11, "find": 0.11,
+}
+#: The last phase of ``vlm``: premise questions get half of the batch.
+PREMISE_WEIGHTS: dict[str, float] = {
+    "ab": 0.15, "verify": 0.05, "slot": 0.03, "caption": 0.02, "premise": 0.5, "mood": 0.05,
+    "same_diff": 0.08, "count": 0.06, "find": 0.06,
 }
 #: Only the caption decisions (diagnostics and curricula).
 DECISION_WEIGHTS: dict[str, float] = {"ab": 0.5, "verify": 0.5}
@@ -274,8 +279,11 @@ def sample_example(rng: np.random.Generator, policy: str, stage: str = "full") -
     tasks that tie words to pixels (captioning, verification, A/B)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES}")
-    weights = {"grounding": GROUNDING_WEIGHTS, "focus": FOCUS_WEIGHTS,
-               "decision": DECISION_WEIGHTS, "rest": REST_WEIGHTS}.get(stage, TASK_WEIGHTS)
+    mixtures = {"full": TASK_WEIGHTS, "grounding": GROUNDING_WEIGHTS, "focus": FOCUS_WEIGHTS,
+                "decision": DECISION_WEIGHTS, "rest": REST_WEIGHTS, "premise": PREMISE_WEIGHTS}
+    if stage not in mixtures:
+        raise ValueError(f"unknown task mixture {stage!r}; expected one of {sorted(mixtures)}")
+    weights = mixtures[stage]
     tasks = list(weights)
     w = np.array([weights[t] for t in tasks])
     task = tasks[int(rng.choice(len(tasks), p=w / w.sum()))]

@@ -208,3 +208,23 @@ def test_xdist_loadgroup_keeps_each_model_on_one_worker(
         assert nodeid.endswith(f"@{label}")  # xdist's group suffix (restored on pytest >= 9.2)
         workers.setdefault(label, set()).add(worker)
     assert sorted(workers) == ["a", "b"] and all(len(w) == 1 for w in workers.values())
+
+
+def test_vlm_score_kind_matches_the_scorer() -> None:
+    from faithtests.model_fixtures import VLM_SCORE_KIND, ModelParam
+    from faithtests.models.vlm_scorer import VLMScorer
+
+    assert VLMScorer.score_kind == VLM_SCORE_KIND
+    assert ModelParam("v", "hf:x", via="faith_vlm").score_family == VLM_SCORE_KIND
+    assert ModelParam("c", "hf:x").score_family is None
+
+
+def test_models_named_in_the_ini_file_count_as_named(
+    project: pytest.Pytester, tiny_dir: Callable[[str], Path]
+) -> None:
+    """``faith_model = X`` in the ini file asks about X alone, like ``--faith-model X``."""
+    project.makeini(f"[pytest]\nfaith_model = oc=open_clip:local-dir:{tiny_dir('open_clip')}\n")
+    project.makepyfile(test_suite="def test_a(faith_scorer):\n    pass\n")
+    result = project.runpytest_inprocess(*PLUGINS, "--collect-only", "-q")
+    collected = [line.split("[", 1)[1].rstrip("]") for line in result.outlines if "::test_a[" in line]
+    assert collected == ["oc"]

@@ -72,14 +72,15 @@ def test_vlm_meets_its_ab_target() -> None:
 
 
 @pytest.mark.parametrize(("key", "baseline"), [
-    ("mood_image_only", 1 / 8), ("mood_text_only", 1 / 8), ("diff_count_exact", 1 / 6),
+    ("premise_std_v", 1 / 6), ("mood_image_only", 1 / 8), ("mood_text_only", 1 / 8),
+    ("diff_count_exact", 1 / 6),
     # a third of the pairs are identical: answering "different" always scores 2/3
     ("diff_same_acc", 2 / 3), ("diff_different_acc", 2 / 3),
 ])
 def test_vlm_is_clearly_above_chance(key: str, baseline: float) -> None:
-    """The other tasks where ``vlm`` clearly beats chance (or the best constant answer). Not yet:
-    standard premise questions (0.235 against 1/6; it still rejects half of them); the model card says
-    so and issue 4 stays open for it."""
+    """Issue 4: clearly above chance (or the best constant answer) on the other tasks: premise
+    questions (standard ones; misleading ones are rejected, see the text-biased contrast), mood,
+    same/different, difference counting."""
     h = _card("vlm")["heldout"]
     assert h[key] >= baseline + 0.15, f"{key} {h[key]:.3f} is not clearly above {baseline:.3f}"
 
@@ -89,7 +90,7 @@ def test_textbiased_twin_follows_the_text() -> None:
     decisions: 3 conflict kinds x 200 items, so a binomial SE of about 0.015) and on misleading premises
     (200 questions)."""
     good, biased = _card("vlm")["heldout"], _card("vlm-textbiased")["heldout"]
-    assert biased["mood_P_txt_conflict"] - good["mood_P_txt_conflict"] >= 0.1
+    assert biased["mood_P_txt_conflict"] - good["mood_P_txt_conflict"] >= 0.2
     assert good["premise_mis_v"] - biased["premise_mis_v"] >= 0.2
 
 
