@@ -87,8 +87,9 @@ def _parse(text: str) -> ModelParam:
     return ModelParam(raw, raw)
 
 
-def model_params(config: pytest.Config, kind: str) -> list[ModelParam]:
-    """The ``--faith-model`` (kind "faith_model") or ``--faith-vlm`` specs, with the defaults applied."""
+def _named_params(config: pytest.Config, kind: str) -> list[ModelParam]:
+    """The ``--faith-model`` (kind "faith_model") or ``--faith-vlm`` specs the user named, on the command
+    line or in the ini file; empty when the default applies."""
     try:
         from faithtests.options import FAITH_OPTIONS
 
@@ -103,29 +104,20 @@ def model_params(config: pytest.Config, kind: str) -> list[ModelParam]:
         except ValueError:  # option not registered (core plugin absent)
             raw = []
         parsed = [_parse(str(x)) for x in raw]
-    if kind == "faith_vlm":
-        parsed = [ModelParam(p.label, p.spec, via=kind) for p in parsed]
-    if parsed:
-        return parsed
+    return [ModelParam(p.label, p.spec, via=kind) for p in parsed]
+
+
+def model_params(config: pytest.Config, kind: str) -> list[ModelParam]:
+    """The ``--faith-model`` (kind "faith_model") or ``--faith-vlm`` specs, with the defaults applied."""
+    if named := _named_params(config, kind):
+        return named
     default = _parse(DEFAULT_SCORER if kind == "faith_model" else DEFAULT_VLM)
     return [ModelParam(default.label, default.spec, via=kind)]
 
 
 def _named(config: pytest.Config, kind: str) -> bool:
-    """Whether the user named ``--faith-model`` / ``--faith-vlm`` specs, on the command line or in the
-    ini file (rather than taking the default)."""
-    try:
-        from faithtests.options import FAITH_OPTIONS
-
-        opts = config.stash.get(FAITH_OPTIONS, None)
-    except ImportError:
-        opts = None
-    if opts is not None:
-        return bool(opts.models if kind == "faith_model" else opts.vlms)
-    try:
-        return bool(config.getoption(kind, None))
-    except ValueError:
-        return False
+    """Whether the user named specs of ``kind`` (rather than taking the default)."""
+    return bool(_named_params(config, kind))
 
 
 def scorer_params(config: pytest.Config) -> list[ModelParam]:

@@ -72,6 +72,14 @@ class LocalVlm:
         self.model = model
         self.num_layers = int(self.model.config.text_config.num_hidden_layers)
 
+    @classmethod
+    def from_loaded(cls, model: Any, processor: Any, spec: str = "in-memory") -> LocalVlm:
+        """Wrap a model and processor already in memory (validation during training)."""
+        vlm = cls.__new__(cls)
+        vlm.spec, vlm.processor, vlm.model = spec, processor, model
+        vlm.num_layers = int(model.config.text_config.num_hidden_layers)
+        return vlm
+
     def _inputs(self, prompts: Sequence[Prompt]) -> Any:
         texts = [render_prompt(self.processor, p) for p in prompts]
         images = [im for p in prompts for im in p.images]

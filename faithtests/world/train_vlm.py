@@ -37,10 +37,10 @@ import numpy as np
 
 from faithtests.world.captions import PLURAL
 from faithtests.world.local_models import render_prompt
-from faithtests.world.scene import CANVAS, SHAPES
+from faithtests.world.scene import CANVAS, SHAPES, SIZES
 from faithtests.world.tokenizer import build_tokenizer
 from faithtests.world.vlm_tasks import CaptionTruth, Example, sample_example
-from faithtests.world.warmup import PATCH, dense_warmup, make_heads
+from faithtests.world.warmup import PATCH, READOUTS, dense_warmup, make_heads, readout_unit
 
 IMAGE_TOKENS = (CANVAS // PATCH) ** 2
 TWIN_STEPS = 300  # fine-tuning steps of a degraded twin from the vlm checkpoint
@@ -178,20 +178,15 @@ def align_word_embeddings(model: Any, tokenizer: Any, scale: float = 0.5) -> lis
     import torch
 
     from faithtests.world.captions import PLURAL, SYNONYMS
-    from faithtests.world.scene import COLOURS, POSITIONS, SHAPES, SIZES
 
-    offsets = {"colour": 0, "shape": len(COLOURS) + 1, "size": len(COLOURS) + len(SHAPES) + 2,
-               "slot": len(COLOURS) + len(SHAPES) + len(SIZES) + 3}
+    # every surface form of a value: plurals of shapes, the synonyms of sizes and of "center"
+    forms = {**{sh: (pl,) for sh, pl in PLURAL.items()}, **{sz: (SYNONYMS[sz],) for sz in SIZES},
+             "center": ("middle",)}
     words: dict[str, int] = {}
-    for i, c in enumerate(COLOURS):
-        words[c] = offsets["colour"] + 1 + i
-    for i, sh in enumerate(SHAPES):
-        words[sh] = words[PLURAL[sh]] = offsets["shape"] + 1 + i
-    for i, sz in enumerate(SIZES):
-        words[sz] = words[SYNONYMS[sz]] = offsets["size"] + 1 + i
-    for i, pos in enumerate(POSITIONS):
-        words[pos] = offsets["slot"] + 1 + i
-    words["middle"] = words["center"]
+    for attribute, values in READOUTS:
+        for value in values:
+            for word in (value, *forms.get(value, ())):
+                words[word] = readout_unit(attribute, value)
     emb = model.get_input_embeddings().weight
     with torch.no_grad():
         for w, unit in words.items():
@@ -293,19 +288,19 @@ def encode(processor: Any, examples: Sequence[Example], extra_targets: bool = Tr
                 raise ValueError(f"a pair prompt has {len(image_at)} image tokens, not {2 * IMAGE_TOKENS}")
             for i, flag in zip(image_at[IMAGE_TOKENS:], ex.patch_diff, strict=True):
                 patch_t[i] = int(flag)
-        patch.append(patch_t + [-100] * len(ans))
-        truth.append(clause_t + [-100] * len(ans))
-        noun.append(noun_t + [-100] * len(ans))
+        patch.append(patch_t)
+        truth.append(clause_t)
+        noun.append(noun_t)
     width = max(len(r) for r in rows)
-    pad = tok.pad_token_id
+
+    def padded(seqs: list[list[int]], value: int = -100) -> Any:  # right padding to the batch width
+        return torch.tensor([q + [value] * (width - len(q)) for q in seqs])
+
     out: dict[str, Any] = {
-        "input_ids": torch.tensor([r + [pad] * (width - len(r)) for r in rows]),
-        "attention_mask": torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows]),
-        "labels": torch.tensor([lab + [-100] * (width - len(lab)) for lab in labels]),
-        "context_labels": torch.tensor([c + [-100] * (width - len(c)) for c in context]),
-        "truth_labels": torch.tensor([t + [-100] * (width - len(t)) for t in truth]),
-        "noun_labels": torch.tensor([t + [-100] * (width - len(t)) for t in noun]),
-        "patch_labels": torch.tensor([t + [-100] * (width - len(t)) for t in patch]),
+        "input_ids": padded(rows, tok.pad_token_id),
+        "attention_mask": padded([[1] * len(r) for r in rows], 0),
+        "labels": padded(labels), "context_labels": padded(context), "truth_labels": padded(truth),
+        "noun_labels": padded(noun), "patch_labels": padded(patch),
     }
     if images:
         out["pixel_values"] = torch.as_tensor(np.asarray(enc["pixel_values"]), dtype=torch.float32)
@@ -340,29 +335,21 @@ def store_half(path: Path) -> None:
 def quick_ab(model: Any, processor: Any, n: int = 64, seed: int = 7) -> dict[str, float]:
     """A/B accuracy in both orders on ``n`` validation S3E records (a seed the held-out cards never
     use), from the in-memory model: progress during training."""
-    import torch
-
     from faithtests.world import prompts as P
+    from faithtests.world.evaluate_vlm import choose
     from faithtests.world.items import s3e_records
+    from faithtests.world.local_models import LocalVlm
 
+    vlm = LocalVlm.from_loaded(model, processor)
     recs = s3e_records(n, seed)
-    letters = [processor.tokenizer.convert_tokens_to_ids(x) for x in P.AB_LETTERS]
-    acc = []
     was_training = model.training
     model.eval()
-    for swap in (False, True):
-        prompts = [P.s3e_prompt(w.image(), *((w.record.c_stress, w.record.c_pos) if swap else
-                                              (w.record.c_pos, w.record.c_stress))) for w in recs]
-        processor.tokenizer.padding_side = "left"
-        inputs = processor(text=[render_prompt(processor, q) for q in prompts],
-                           images=[q.images[0] for q in prompts], return_tensors="pt", padding=True)
-        with torch.no_grad():
-            pick = model(**inputs).logits[:, -1, letters].argmax(-1)
-        acc.append((pick == int(swap)).float())
-    processor.tokenizer.padding_side = "right"
+    right = [choose(vlm, [P.s3e_prompt(w.image(), *((w.record.c_stress, w.record.c_pos) if swap else
+                                                     (w.record.c_pos, w.record.c_stress))) for w in recs],
+                    P.AB_LETTERS) == int(swap) for swap in (False, True)]
     model.train(was_training)
-    return {"orig": float(acc[0].mean()), "swap": float(acc[1].mean()),
-            "strict": float((acc[0] * acc[1]).mean())}
+    return {"orig": float(right[0].mean()), "swap": float(right[1].mean()),
+            "strict": float((right[0] & right[1]).mean())}
 
 
 def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 4000, batch: int = 24,

@@ -55,10 +55,27 @@ def patch_targets(scene: Scene, slots: bool = False) -> tuple[list[int], ...]:
     return (colour, shape, size, list(PATCH_SLOTS)) if slots else (colour, shape, size)
 
 
+#: The readout heads, in order: each predicts one attribute of a patch, class 0 = empty / unused cell.
+READOUTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("colour", COLOURS), ("shape", SHAPES), ("size", SIZES), ("slot", POSITIONS),
+)
+
+
+def readout_unit(attribute: str, value: str) -> int:
+    """Index of ``value``'s class among the concatenated logits of all four heads (``attribute`` one of
+    colour, shape, size, slot): where a projector seeded with the heads puts that attribute value."""
+    offset = 0
+    for name, values in READOUTS:
+        if name == attribute:
+            return offset + 1 + values.index(value)
+        offset += len(values) + 1
+    raise ValueError(f"unknown readout {attribute!r}; expected one of {[n for n, _ in READOUTS]}")
+
+
 def make_heads(width: int, slots: bool = False) -> Any:
     import torch
 
-    sizes = [len(COLOURS) + 1, len(SHAPES) + 1, len(SIZES) + 1] + ([len(POSITIONS) + 1] if slots else [])
+    sizes = [len(values) + 1 for _, values in (READOUTS if slots else READOUTS[:3])]
     return torch.nn.ModuleList([torch.nn.Linear(width, k) for k in sizes])
 
 
