@@ -29,7 +29,7 @@ from PIL import Image
 
 from faithtests.models.cache import image_key
 from faithtests.models.registry import load_model
-from faithtests.models.tiny_duals import build_tiny_open_clip
+from faithtests.testing.tiny_duals import build_tiny_open_clip
 
 MODEL_CFG: dict[str, Any] = {
     "embed_dim": 256,

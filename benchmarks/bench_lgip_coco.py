@@ -1,9 +1,9 @@
 """Benchmark (issue 5): a full LGIP run on COCO-MINI, deduplicated vs per-pair scoring.
 
 Workload: every COCO-MINI caption with its paraphrases, flips and combined flips (exactly the pairs
-`suites/` scores, built by :func:`faithtests.perturb.workloads.coco_workload`). Two ways to get
+`suites/` scores, built by :func:`faithtests.protocols.lgip.sources.coco_workload`). Two ways to get
 s(I, c) and s(I, c') for every pair:
-- deduplicated: :func:`faithtests.models.pair_scoring.score_pairs` — each unique image decoded and
+- deduplicated: :func:`faithtests.protocols.lgip.run.score_pairs` — each unique image decoded and
   encoded once, each unique text encoded once, in batches;
 - per-pair loop (the naive baseline, as a user writes it with open_clip's own API): for each pair, open
   the image file, ``model.encode_image(preprocess(image))``, ``model.encode_text(tokenizer([c]))`` for the
@@ -28,10 +28,10 @@ import numpy as np
 import torch
 from _common import environment, write_result
 
-from faithtests.models.pair_scoring import score_pairs
 from faithtests.models.registry import load_model
-from faithtests.models.tiny_duals import build_tiny_open_clip
-from faithtests.perturb.workloads import coco_workload
+from faithtests.protocols.lgip.run import score_pairs
+from faithtests.protocols.lgip.sources import coco_workload
+from faithtests.testing.tiny_duals import build_tiny_open_clip
 
 MODEL_CFG: dict[str, Any] = {
     "embed_dim": 256,
@@ -76,7 +76,8 @@ def main() -> None:
             pixels = naive.preprocess(wl.images[p.image_id]()).unsqueeze(0)
             e_i = torch.nn.functional.normalize(naive.model.encode_image(pixels), dim=-1)
             e_c = torch.nn.functional.normalize(naive.model.encode_text(naive.tokenizer([p.caption])), dim=-1)
-            e_v = torch.nn.functional.normalize(naive.model.encode_text(naive.tokenizer([p.variant])), dim=-1)
+            tokens = naive.tokenizer([p.perturbed])
+            e_v = torch.nn.functional.normalize(naive.model.encode_text(tokens), dim=-1)
         base[n], variant[n] = float((e_i * e_c).sum()), float((e_i * e_v).sum())
         if n % 500 == 0:
             print(f"per-pair loop: {n}/{len(wl.pairs)}, {time.perf_counter() - start:.0f} s", flush=True)
@@ -84,7 +85,7 @@ def main() -> None:
 
     stats = scorer.cache_stats()
     unique_images = len({p.image_id for p in wl.pairs})
-    unique_texts = len({t for p in wl.pairs for t in (p.caption, p.variant)})
+    unique_texts = len({t for p in wl.pairs for t in (p.caption, p.perturbed)})
     result = {
         "benchmark": "lgip_coco_mini",
         "workload": {"pairs": len(wl.pairs), "captions": wl.n_captions, "unique_images": unique_images,
@@ -97,7 +98,7 @@ def main() -> None:
         "per_pair_loop_encoder_items": {"images": len(wl.pairs), "texts": 2 * len(wl.pairs)},
         "seconds": {"deduplicated": round(t_fast, 3), "per_pair_loop": round(t_loop, 3)},
         "speedup": round(t_loop / t_fast, 2),
-        "max_abs_diff": float(max(np.abs(fast.base - base).max(), np.abs(fast.variant - variant).max())),
+        "max_abs_diff": float(max(np.abs(fast.base - base).max(), np.abs(fast.perturbed - variant).max())),
         "timing": "one run per mode, after a warm-up, same process",
         **environment(),
     }

@@ -22,9 +22,9 @@ import numpy as np
 from _common import environment, write_result
 from PIL import Image
 
-from faithtests.models.protocols import Prompt
+from faithtests.models.interfaces import Prompt
 from faithtests.models.registry import load_model
-from faithtests.models.tiny import build_tiny_llava
+from faithtests.testing.tiny import build_tiny_llava
 
 CAPTIONS = ["a red circle above a blue square", "two green triangle on the left", "a white dog next to a cat",
             "three yellow circle in a row", "one black square below a red triangle",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from faithtests.models.protocols import ImageTextScorer, VisionLanguageModel
+    from faithtests.models.interfaces import ImageTextScorer, VisionLanguageModel
 
 
 def load_model(spec: str, device: str | None = None, dtype: str | None = None, **kwargs: Any) -> (

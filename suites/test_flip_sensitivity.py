@@ -14,9 +14,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import S3E_ANCHOR, S3E_MIN_SUPPORT, S3EData, Scored, pair_exemplars, record_missing
-from faithtests.metrics.lgip import FlipStats, flip_summary
-from faithtests.metrics.s3e import (
+from faithtests.protocols.lgip.fixtures import Scored, pair_exemplars, record_missing
+from faithtests.protocols.lgip.metrics import FlipStats, flip_summary
+from faithtests.protocols.lgip.strength import flip_strength_from_texts
+from faithtests.protocols.s3e.fixtures import S3E_ANCHOR, S3E_MIN_SUPPORT, S3EData
+from faithtests.protocols.s3e.metrics import (
     STRESS,
     BehaviourSummary,
     paired_excess,
@@ -28,10 +30,9 @@ from faithtests.metrics.s3e import (
     strict_correct,
     summarize_s3e,
 )
-from faithtests.metrics.stats import bootstrap_ci
-from faithtests.perturb.strength import flip_strength_from_texts
-from faithtests.recording import Faith
 from faithtests.scorecard.model import Series
+from faithtests.scorecard.recording import Faith
+from faithtests.stats import bootstrap_ci
 
 pytestmark = pytest.mark.suite("flip_sensitivity")
 
@@ -56,7 +57,7 @@ def test_flip_positive_rate(faith: Faith, flip_scored: Scored, flip_case: str, f
     assert idx.size, f"no {flip_case} flips were generated for {scored.workload.name}"
     pairs = [scored.workload.pairs[i] for i in idx]
     types = [p.label or "untyped" for p in pairs]
-    summary = flip_summary(scored.base[idx], scored.variant[idx], [p.image_id for p in pairs],
+    summary = flip_summary(scored.base[idx], scored.perturbed[idx], [p.image_id for p in pairs],
                            flip_types=types, seed=faith_seed)
 
     record_missing(faith, scored)
@@ -74,10 +75,10 @@ def test_flip_positive_rate(faith: Faith, flip_scored: Scored, flip_case: str, f
                 for t in sorted(summary.by_type)],
         )], y_label="PR (higher is better)")
         faith.items("flip_preferred_original", {
-            f"{p.image_id}|{p.caption_id}|{p.variant}": bool(scored.base[i] > scored.variant[i])
+            f"{p.image_id}|{p.caption_id}|{p.perturbed}": bool(scored.base[i] > scored.perturbed[i])
             for p, i in zip(pairs, idx, strict=True)})
-    wrong = idx[scored.variant[idx] >= scored.base[idx]]
-    order = np.argsort(-(scored.variant[wrong] - scored.base[wrong]))[:4]
+    wrong = idx[scored.perturbed[idx] >= scored.base[idx]]
+    order = np.argsort(-(scored.perturbed[wrong] - scored.base[wrong]))[:4]
     faith.exemplars(pair_exemplars(scored, wrong[order], "flip scored at or above its original"))
     faith.check("PR", slice=slice_)
 
@@ -88,9 +89,9 @@ def test_flip_strength_bins(faith: Faith, flip_scored: Scored, faith_scorer: obj
     idx = _flip_indices(scored, "all")
     pairs = [scored.workload.pairs[i] for i in idx]
     types = [p.label or "untyped" for p in pairs]
-    strengths = flip_strength_from_texts([p.caption for p in pairs], [p.variant for p in pairs], types,
+    strengths = flip_strength_from_texts([p.caption for p in pairs], [p.perturbed for p in pairs], types,
                                          lambda texts: faith_scorer.encode_texts(texts).numpy())  # type: ignore[attr-defined]
-    summary = flip_summary(scored.base[idx], scored.variant[idx], [p.image_id for p in pairs],
+    summary = flip_summary(scored.base[idx], scored.perturbed[idx], [p.image_id for p in pairs],
                            flip_types=types, strengths=strengths, seed=faith_seed)
     stats = summary.by_bin[strength_bin]
     _record(faith, stats, f"bin={strength_bin}")

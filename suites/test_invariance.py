@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import Scored, pair_exemplars, record_missing
-from faithtests.metrics.lgip import invariance_summary
-from faithtests.recording import Faith
+from faithtests.protocols.lgip.fixtures import Scored, pair_exemplars, record_missing
+from faithtests.protocols.lgip.metrics import invariance_summary
 from faithtests.scorecard.model import Series
+from faithtests.scorecard.recording import Faith
 
 pytestmark = pytest.mark.suite("invariance")
 
@@ -24,7 +24,7 @@ def test_paraphrase_invariance(faith: Faith, invariance_scored: Scored, subset: 
     scored = invariance_scored
     idx = np.array([i for i, p in enumerate(scored.workload.pairs) if p.family == "paraphrase"])
     pairs = [scored.workload.pairs[i] for i in idx]
-    base, para = scored.base[idx], scored.variant[idx]
+    base, para = scored.base[idx], scored.perturbed[idx]
     kinds = [p.label or "simple" for p in pairs]
     summary = invariance_summary(base, para, [p.image_id for p in pairs], kinds=kinds, seed=faith_seed)
     est = {"all": summary.overall, "simple": summary.simple, "advanced": summary.advanced}[subset]

@@ -1,3 +1,96 @@
-"""Test-suite configuration: ``pytester`` drives the plugin tests (tests/test_plugin*.py)."""
+"""Fixtures shared by the test suite.
+
+- ``pytester`` drives the plugin tests (tests/plugin/);
+- ``shared_data``: the read-only real data (COCO-MINI, SugarCrepe) in ``../shared/data`` beside the
+  checkout (``$FAITHTESTS_SHARED_DATA`` overrides). Missing, a test skips with the reason, except in CI
+  (``CI=true``), where it fails: CI must never pass by skipping the real-photo tests;
+- tiny models of every supported family, built once per session into a temp dir and loaded back through
+  ``load_model`` exactly as a user's checkpoint would be (torch imported only when one is asked for).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from faithtests.testing.tiny import FAMILIES  # torch-free at import
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 pytest_plugins = ["pytester"]
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``../shared/data`` (COCO-MINI and SugarCrepe), or a skip naming it (a failure in CI)."""
+    root = Path(os.environ.get("FAITHTESTS_SHARED_DATA", SHARED_DATA)).expanduser()
+    missing = [d for d in ("coco-mini", "sugarcrepe") if not (root / d).is_dir()]
+    if missing:
+        why = (f"shared data missing: {', '.join(str(root / d) for d in missing)} (COCO-MINI and SugarCrepe "
+               "live in ../shared/data beside the checkout; set FAITHTESTS_SHARED_DATA to point elsewhere)")
+        if _in_ci():
+            pytest.fail(f"CI=true and {why}")
+        pytest.skip(why)
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """``tiny_dir(name)``: the directory of tiny model ``name`` (a VLM family or a dual encoder)."""
+    from faithtests.testing.tiny import build_tiny
+    from faithtests.testing.tiny_duals import build_tiny_clip_hf, build_tiny_open_clip, build_tiny_siglip_hf
+
+    duals: dict[str, Callable[..., Path]] = {
+        "open_clip": build_tiny_open_clip, "clip": build_tiny_clip_hf, "siglip": build_tiny_siglip_hf}
+    built: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in built:
+            out = tmp_path_factory.mktemp(f"tiny_{name}")
+            built[name] = duals[name](out) if name in duals else build_tiny(name, out)
+        return built[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def load_tiny(tiny_dir: Callable[[str], Path]) -> Callable[..., Any]:
+    """``load_tiny(name, **kw)`` through the public registry; memoised per (name, kwargs)."""
+    from faithtests.models.registry import load_model
+
+    loaded: dict[tuple[str, tuple[tuple[str, Any], ...]], Any] = {}
+
+    def get(name: str, **kwargs: Any) -> Any:
+        key = (name, tuple(sorted(kwargs.items())))
+        if key not in loaded:
+            prefix = "open_clip:local-dir:" if name == "open_clip" else "hf:"
+            loaded[key] = load_model(f"{prefix}{tiny_dir(name)}", device="cpu", **kwargs)
+        return loaded[key]
+
+    return get
+
+
+@pytest.fixture(scope="session", params=FAMILIES)
+def family(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def images() -> list[Any]:
+    """Six seeded noise images of different sizes (distinct content, distinct aspect ratios)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    sizes = [(40, 30), (30, 40), (32, 32), (48, 36), (36, 48), (64, 64)]
+    return [Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)) for w, h in sizes]

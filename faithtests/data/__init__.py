@@ -1,6 +1,6 @@
 """Typed records and loaders for real benchmark files.
 
-COCO captions, the LGIP JSONL, SugarCrepe, ARO (VG-Relation, VG-Attribution, COCO-Order), Winoground.
+COCO captions, SugarCrepe, ARO (VG-Relation, VG-Attribution, COCO-Order), Winoground.
 
 Every loader returns a :class:`LoadResult`: the records whose images exist plus a ``missing`` list of
 :class:`MissingImage` (never a silent drop). Images are opened lazily by :meth:`ImageRef.load`, which
@@ -11,7 +11,6 @@ raises :class:`ImageLoadError` naming the path for a corrupt file. Malformed rec
 from faithtests.data.aro import load_coco_order, load_vg, load_vg_attribution, load_vg_relation
 from faithtests.data.coco import load_coco_captions, load_coco_dir
 from faithtests.data.errors import DataError, ImageLoadError, MissingImage
-from faithtests.data.lgip_jsonl import load_lgip_jsonl
 from faithtests.data.records import (
     AROItem,
     CaptionedImage,
@@ -45,7 +44,6 @@ __all__ = [
     "load_coco_captions",
     "load_coco_dir",
     "load_coco_order",
-    "load_lgip_jsonl",
     "load_sugarcrepe",
     "load_sugarcrepe_split",
     "load_vg",

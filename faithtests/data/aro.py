@@ -7,7 +7,7 @@
   (x, y, x + w, y + h); the crop happens when the image is loaded.
 - COCO-Order: the Karpathy-split JSON (``[{image, caption: [...]}, ...]``, images relative to the COCO
   root) or a COCO captions JSON; each caption becomes one item with ARO's word-order negatives
-  (:mod:`faithtests.perturb.order`, which states where it differs from ARO's NLTK/spaCy code).
+  (:mod:`faithtests.data.aro_order`, which states where it differs from ARO's NLTK/spaCy code).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import Any, Literal
 import numpy as np
 
 from faithtests.data._validate import Where, get, number, read_json, resolve, text
+from faithtests.data.aro_order import PosTagger, order_negatives, pre_caption
 from faithtests.data.coco import load_coco_captions
 from faithtests.data.errors import DataError, MissingImage
 from faithtests.data.records import AROItem, ImageRef, LoadResult, OrderItem
-from faithtests.perturb.order import PosTagger, order_negatives, pre_caption
 
 VGSubset = Literal["relation", "attribution"]
 _FILES = {"relation": "visual_genome_relation.json", "attribution": "visual_genome_attribution.json"}

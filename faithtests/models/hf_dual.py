@@ -1,4 +1,5 @@
-"""Hugging Face dual encoders (CLIP, SigLIP and kin) as :class:`~faithtests.models.protocols.ImageTextScorer`.
+"""Hugging Face dual encoders (CLIP, SigLIP and kin) as
+:class:`~faithtests.models.interfaces.ImageTextScorer`.
 
 Embeddings are ``get_image_features(...).pooler_output`` / ``get_text_features(...).pooler_output`` (the
 projected pooled outputs), L2-normalised by the base class. SigLIP-family text is padded to
@@ -51,7 +52,10 @@ class HFDualEncoder(CachedDualEncoder):
         self.processor = auto_processor.from_pretrained(path, local_files_only=local_files_only)
         self.model_type = str(self.model.config.model_type)
         files = [Path(path)] if Path(path).is_dir() else []
-        meta = {"family": self.model_type, "checkpoint_sha256": checkpoint_sha256(files)}
+        # siglip and siglip2 share the sigmoid-loss similarity scale (the thresholds' "siglip" family)
+        family = "siglip" if self.model_type.startswith("siglip") else self.model_type
+        meta = {"family": family, "architecture": self.model_type,
+                "checkpoint_sha256": checkpoint_sha256(files)}
         super().__init__(spec, device=device, dtype=dtype, batch_size=batch_size, meta=meta)
 
     def _text_padding(self) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Hugging Face generative VLMs (``AutoModelForImageTextToText`` + ``AutoProcessor``) behind
-:class:`~faithtests.models.protocols.VisionLanguageModel`.
+:class:`~faithtests.models.interfaces.VisionLanguageModel`.
 
 Conventions (documented choices):
 - Prompts go through the processor's own chat template as one user turn (see :mod:`.prompting`), with
@@ -27,6 +27,7 @@ import torch
 
 from faithtests.models.cache import checkpoint_sha256, image_key
 from faithtests.models.hooks import AttentionContext, attention_context, mlp_scales, register_attention
+from faithtests.models.interfaces import Attentions, Decision, Hooks, Prompt, TokenSpans
 from faithtests.models.prefix import ForwardRunner, Reduce
 from faithtests.models.prompting import (
     EncodedBatch,
@@ -35,7 +36,6 @@ from faithtests.models.prompting import (
     image_token_id,
     option_token_ids,
 )
-from faithtests.models.protocols import Attentions, Decision, Hooks, Prompt, TokenSpans
 
 if TYPE_CHECKING:
     from PIL import Image

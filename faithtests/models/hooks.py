@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from faithtests.models.protocols import AttentionModifier, TokenSpans
+from faithtests.models.interfaces import AttentionModifier, TokenSpans
 
 ATTENTION_NAME = "faithtests_hookable"
 

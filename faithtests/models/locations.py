@@ -1,16 +1,47 @@
-"""Where reference checkpoints live; torch-free so the pytest plugin can ask at collection time."""
+"""Where reference checkpoints live; torch-free so the pytest plugin can ask at collection time.
+
+One rule everywhere (the registry's ``reference:NAME``, the plugin's default models, training and
+evaluation): ``$FAITHTESTS_FIXTURES`` if set, else the ``fixtures/`` folder of the source checkout the
+package runs from. An installed wheel has no checkout: set ``$FAITHTESTS_FIXTURES`` (or pass ``--out``
+to training).
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+ENV = "FAITHTESTS_FIXTURES"
+
+
+def checkout_root() -> Path | None:
+    """The source checkout this package runs from (an editable install or ``PYTHONPATH``), else None."""
+    import faithtests
+
+    root = Path(faithtests.__file__).resolve().parent.parent
+    return root if (root / "pyproject.toml").is_file() and (root / "faithtests").is_dir() else None
+
 
 def fixtures_root() -> Path:
-    """``$FAITHTESTS_FIXTURES`` if set, else ``fixtures/`` next to the installed package's source tree."""
-    env = os.environ.get("FAITHTESTS_FIXTURES")
+    """``$FAITHTESTS_FIXTURES`` if set, else the checkout's ``fixtures/`` (a path that does not exist
+    when the package is installed from a wheel; loading from it then names this rule)."""
+    env = os.environ.get(ENV)
     if env:
         return Path(env).expanduser()
+    root = checkout_root()
+    if root is not None:
+        return root / "fixtures"
     import faithtests
 
     return Path(faithtests.__file__).resolve().parent.parent / "fixtures"
+
+
+def writable_fixtures_root() -> Path:
+    """Where training writes by default: ``$FAITHTESTS_FIXTURES`` or the checkout's ``fixtures/``; never
+    into site-packages (a clear error instead)."""
+    if os.environ.get(ENV) or checkout_root() is not None:
+        return fixtures_root()
+    raise FileNotFoundError(
+        "not running from a faithtests checkout, so there is no fixtures/ folder to train into: "
+        f"pass --out DIR, or set {ENV}=DIR"
+    )

@@ -1,4 +1,4 @@
-"""open_clip dual encoders as :class:`~faithtests.models.protocols.ImageTextScorer`.
+"""open_clip dual encoders as :class:`~faithtests.models.interfaces.ImageTextScorer`.
 
 Spec forms (after the ``open_clip:`` prefix):
 - ``local-dir:PATH``: open_clip's own local directory layout (``open_clip_config.json`` with ``model_cfg``
@@ -121,7 +121,10 @@ class OpenClipScorer(CachedDualEncoder):
         self.model = model.to(device=device, dtype=dtype).eval()
         self.preprocess = preprocess
         self.tokenizer = tokenizer
-        meta = {"family": "open_clip", "checkpoint_sha256": checkpoint_sha256(files)}
+        # A sigmoid-loss model (SigLIP) carries a learned logit bias; its similarity scale differs from
+        # CLIP's, and the thresholds have a "siglip" family for it.
+        family = "siglip" if getattr(self.model, "logit_bias", None) is not None else "clip"
+        meta = {"family": family, "checkpoint_sha256": checkpoint_sha256(files)}
         self._trim_text = _trimmable_text_tower(self.model)
         super().__init__(spec, device=device, dtype=dtype, batch_size=batch_size, meta=meta)
 

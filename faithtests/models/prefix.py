@@ -34,8 +34,8 @@ from faithtests.models.hooks import (
     mlp_scales,
     register_attention,
 )
+from faithtests.models.interfaces import Hooks
 from faithtests.models.prompting import EncodedBatch
-from faithtests.models.protocols import Hooks
 
 #: Tensors aligned with ``input_ids`` along (batch, sequence); everything else is image data.
 SEQ_KEYS = ("input_ids", "attention_mask", "token_type_ids", "mm_token_type_ids")

@@ -1,6 +1,6 @@
 """Rendering prompts through a processor's chat template, and locating token spans in the result.
 
-A :class:`~faithtests.models.protocols.Prompt` becomes one user turn: one ``{"type": "image"}`` item per
+A :class:`~faithtests.models.interfaces.Prompt` becomes one user turn: one ``{"type": "image"}`` item per
 image, then one text item (the description, a newline, then the question when a description is
 given), rendered with ``add_generation_prompt=True`` so the next token is the answer. The processor
 then expands image placeholders into the family's image tokens.
@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from faithtests.models.protocols import Prompt, TokenSpans
+from faithtests.models.interfaces import Prompt, TokenSpans
 
 
 class PromptRenderError(ValueError):

@@ -27,7 +27,7 @@ from faithtests.models.locations import fixtures_root
 if TYPE_CHECKING:
     import torch
 
-    from faithtests.models.protocols import ImageTextScorer, VisionLanguageModel
+    from faithtests.models.interfaces import ImageTextScorer, VisionLanguageModel
 
 PREFIXES = ("reference:", "open_clip:", "hf:", "vlm-scorer:")
 _DTYPES = {

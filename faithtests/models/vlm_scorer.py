@@ -1,4 +1,4 @@
-"""A generative VLM used as an :class:`~faithtests.models.protocols.ImageTextScorer` (LGIP on VLMs).
+"""A generative VLM used as an :class:`~faithtests.models.interfaces.ImageTextScorer` (LGIP on VLMs).
 
 ``similarity(I, c)`` is the mean log-probability of the caption's tokens as the assistant's answer to
 "Describe the image." about ``I`` (SPEC.md, "scorer"; LGIP's future work). It is a log-likelihood, not a
@@ -20,7 +20,7 @@ import torch
 
 from faithtests.models.cache import CacheStats, EncodeCache, image_key, text_key
 from faithtests.models.hf_vlm import DEFAULT_INSTRUCTION, HFVisionLanguageModel
-from faithtests.models.protocols import Prompt
+from faithtests.models.interfaces import Prompt
 from faithtests.models.scorer_base import check_images, check_texts
 
 if TYPE_CHECKING:

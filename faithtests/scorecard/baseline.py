@@ -116,7 +116,7 @@ class ItemFlip:
     """An item whose outcome changed between the two runs."""
 
     test: str
-    name: str  # the item set (see ``faithtests.recording.items_key``)
+    name: str  # the item set (see ``faithtests.scorecard.recording.items_key``)
     item: str
     baseline: float | bool
     current: float | bool

@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from faithtests.perturb.paraphrase import SIMPLE_TEMPLATES as SIMPLE_TEMPLATES  # LGIP A.1(i)
 from faithtests.world.scene import COLOURS, POSITIONS, SHAPES, Background, Scene
 
 NUMBER_WORDS: tuple[str, ...] = ("zero", "one", "two", "three", "four", "five", "six")
@@ -174,6 +173,3 @@ def human_captions(scene: Scene, rng: np.random.Generator, k: int = 5) -> list[s
             seen.append(c)
     return seen[:k]
 
-
-def apply_template(template: str, c: str) -> str:
-    return template.format(c=c)

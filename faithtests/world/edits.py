@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from PIL import Image
 
-from faithtests.world.captions import NUMBER_WORDS, WHERE
+from faithtests.world.captions import WHERE
 from faithtests.world.ids import image_ref, item_rng
 from faithtests.world.render import render
 from faithtests.world.scene import (
@@ -229,6 +229,3 @@ def _edited_size(scene: Scene, edit: Edit) -> str:
 def pair_items(n: int, seed: int, start: int = 0) -> list[PairItem]:
     return [pair_item(seed, i) for i in range(start, start + n)]
 
-
-def count_word(n: int) -> str:
-    return NUMBER_WORDS[n]

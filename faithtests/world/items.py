@@ -1,4 +1,6 @@
-"""Item generators for the caption suites: LGIP image-caption items (SPEC §1, §2a) and S3E records (§2b).
+"""Item generators for the caption suites: image-caption items (LGIP, SPEC §1, §2a) and foil scenes (a
+scene, its canonical claim and a verified-false flip of it; the S3E records of SPEC §2b are built on them
+in ``faithtests.protocols.s3e.world``).
 
 Items are drawn per index (:mod:`faithtests.world.ids`); ``faithtests.world.refs`` resolves their
 ``image_ref`` back to pixels.
@@ -10,23 +12,15 @@ from dataclasses import dataclass
 
 from PIL import Image
 
-from faithtests.data.s3e_records import STRESS_TYPES, S3ERecord, StressType
 from faithtests.world.captions import (
     CaptionSpec,
     human_captions,
-    render_caption,
-    satisfies,
     scene_spec,
 )
 from faithtests.world.flips import flip_spec
 from faithtests.world.ids import image_ref, item_rng
 from faithtests.world.render import render
 from faithtests.world.scene import Scene, sample_scene
-
-#: S3E stress type -> world flip kind.
-STRESS_FLIP: dict[str, str] = {
-    "object": "object", "attribute": "colour", "relation": "relation", "compositional": "compositional",
-}
 
 
 @dataclass(frozen=True)
@@ -55,59 +49,19 @@ def caption_items(n: int, seed: int, start: int = 0) -> list[CaptionItem]:
     return out
 
 
-@dataclass(frozen=True)
-class WorldS3E:
-    """An S3E record (``faithtests.data.s3e_records.S3ERecord``) with the scene it was built from."""
-
-    record: S3ERecord
-    scene: Scene
-    stress_spec: CaptionSpec  # the foil as a structured claim, for ground-truth checks
-
-    def image(self) -> Image.Image:
-        return render(self.scene)
+#: World flip kind of foil scene ``index`` (cycled, so every kind is balanced).
+FOIL_KINDS: tuple[str, ...] = ("object", "colour", "relation", "compositional")
 
 
-def _s3e_scene(seed: int, index: int, stress: str) -> tuple[Scene, CaptionSpec, CaptionSpec]:
+def foil_scene(seed: int, index: int) -> tuple[Scene, CaptionSpec, CaptionSpec]:
+    """Scene ``index`` of the foil stream (2-3 groups), its claim without the background, and a flip of
+    kind ``FOIL_KINDS[index % 4]`` that is false in the scene."""
+    kind = FOIL_KINDS[index % len(FOIL_KINDS)]
     rng = item_rng("s3e", seed, index)
     for _ in range(100):
         scene = sample_scene(rng, n_groups=(2, 3))
         spec = scene_spec(scene, with_background=False)
-        foil = flip_spec(scene, spec, STRESS_FLIP[stress], rng)
+        foil = flip_spec(scene, spec, kind, rng)
         if foil is not None:
             return scene, spec, foil
-    raise RuntimeError(f"no {stress} foil found in 100 scenes (seed={seed}, index={index})")
-
-
-def s3e_record(seed: int, index: int) -> WorldS3E:
-    """Record ``index``: stress types cycle object, attribute, relation, compositional (balanced).
-
-    Roles (S3E Table 3), all from the scene's ground truth and without the background (short captions):
-    c+ canonical caption; c_pres the same mentions in reverse order (clause reordering); c_lex a
-    "there is/are" sentence with world synonyms (big/little/middle: surface change only); c_stress a
-    verified-false flip of the stress type; c_rand the c+ of item ``index+k`` (first k >= 1 whose
-    caption is false here).
-    """
-    stress: StressType = STRESS_TYPES[index % len(STRESS_TYPES)]
-    scene, spec, foil = _s3e_scene(seed, index, stress)
-    n = len(spec.mentions)
-    c_pos = render_caption(spec)
-    c_pres = render_caption(spec, order=list(range(n))[::-1])
-    verb = "there is" if spec.mentions[0].count == 1 else "there are"
-    c_lex = f"{verb} {render_caption(spec, synonyms=True)}"
-    k = index + 1
-    while True:
-        _, other_spec, _ = _s3e_scene(seed, k, STRESS_TYPES[k % len(STRESS_TYPES)])
-        if not satisfies(scene, other_spec):
-            break
-        k += 1
-    ref = image_ref("s3e", seed, index)
-    record = S3ERecord(
-        item_id=ref, image_ref=ref, c_pos=c_pos, c_pres=c_pres, c_lex=c_lex,
-        c_stress=render_caption(foil), c_rand=render_caption(other_spec), stress_type=stress,
-        source="world", rand_item_id=image_ref("s3e", seed, k), rand_image_ref=image_ref("s3e", seed, k),
-    )
-    return WorldS3E(record, scene, foil)
-
-
-def s3e_records(n: int, seed: int, start: int = 0) -> list[WorldS3E]:
-    return [s3e_record(seed, i) for i in range(start, start + n)]
+    raise RuntimeError(f"no {kind} foil found in 100 scenes (seed={seed}, index={index})")

@@ -6,7 +6,7 @@ from PIL import Image
 
 from faithtests.world.edits import pair_item
 from faithtests.world.ids import parse_image_ref
-from faithtests.world.items import caption_scene, s3e_record
+from faithtests.world.items import caption_scene, foil_scene
 from faithtests.world.mood import mood_item
 from faithtests.world.premise import premise_item
 from faithtests.world.render import render
@@ -20,7 +20,7 @@ def resolve_image_ref(ref: str) -> Image.Image:
     if kind == "caption":
         return render(caption_scene(seed, index))
     if kind == "s3e":
-        return s3e_record(seed, index).image()
+        return render(foil_scene(seed, index)[0])
     if kind == "mood":
         return mood_item(seed, index).image()
     if kind == "premise":

@@ -20,12 +20,9 @@ from faithtests.data import (
     load_winoground,
 )
 
-DATA = Path(__file__).resolve().parents[3] / "shared/data"
-SUGAR = DATA / "sugarcrepe"
-IMAGES = DATA / "coco-mini/val2017"
 
-
-def test_sugarcrepe_all_splits_every_item_accounted_for() -> None:
+def test_sugarcrepe_all_splits_every_item_accounted_for(shared_data: Path) -> None:
+    SUGAR, IMAGES = shared_data / "sugarcrepe", shared_data / "coco-mini/val2017"
     res = load_sugarcrepe(SUGAR, IMAGES)
     totals = {s: len(json.loads((SUGAR / f"{s}.json").read_text())) for s in SUGARCREPE_SPLITS}
     assert len(res) + res.n_missing == sum(totals.values()) == 7511
@@ -93,7 +90,8 @@ def test_vg_attribution_label_and_bad_fields(tmp_path: Path) -> None:
             load_vg_attribution(root)
 
 
-def test_coco_order_from_coco_mini_captions() -> None:
+def test_coco_order_from_coco_mini_captions(shared_data: Path) -> None:
+    DATA, IMAGES = shared_data, shared_data / "coco-mini/val2017"
     res = load_coco_order(DATA / "coco-mini/annotations/captions_val2017.json", IMAGES, seed=0)
     assert len(res) == 395 and res.missing == ()
     item = res.records[0]

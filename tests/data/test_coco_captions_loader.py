@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -18,25 +17,36 @@ from faithtests.data import (
     load_coco_dir,
 )
 
-COCO_MINI = Path(__file__).resolve().parents[3] / "shared/data/coco-mini"
-ANN = COCO_MINI / "annotations/captions_val2017.json"
+
+@pytest.fixture
+def coco_mini(shared_data: Path) -> Path:
+    return shared_data / "coco-mini"
 
 
-def test_coco_mini_loads_every_image_with_five_captions() -> None:
-    res = load_coco_dir(COCO_MINI)
+def _jpeg(path: Path, size: tuple[int, int] = (64, 48)) -> Path:
+    """A real JPEG written here, so malformed-record tests need no shared data."""
+    from PIL import Image
+
+    Image.new("RGB", size, (120, 80, 40)).save(path, format="JPEG")
+    return path
+
+
+def test_coco_mini_loads_every_image_with_five_captions(coco_mini: Path) -> None:
+    res = load_coco_dir(coco_mini)
     assert len(res) == 79 and res.missing == ()
     assert all(len(r.captions) == 5 and len(r.caption_ids) == 5 for r in res)
     first = res.records[0]
     assert first.image_id == "397133" and first.image.path.name == "000000397133.jpg"
     assert all(c == c.strip() and c for r in res for c in r.captions)
     # file order of annotations is kept per image
-    raw = json.loads(ANN.read_text())
+    raw = json.loads((coco_mini / "annotations/captions_val2017.json").read_text())
     expected = [a["caption"].strip() for a in raw["annotations"] if a["image_id"] == 397133]
     assert list(first.captions) == expected
 
 
-def test_image_is_opened_lazily_as_rgb() -> None:
-    rec = load_coco_captions(ANN).records[0]  # image dir inferred from the COCO layout
+def test_image_is_opened_lazily_as_rgb(coco_mini: Path) -> None:
+    # the image dir is inferred from the COCO layout
+    rec = load_coco_captions(coco_mini / "annotations/captions_val2017.json").records[0]
     im = rec.image.load()
     assert im.mode == "RGB" and im.size == (640, 427)
 
@@ -50,7 +60,7 @@ def _write(tmp: Path, data: Any) -> Path:
 
 def _small(tmp: Path) -> dict[str, Any]:
     (tmp / "val2017").mkdir(parents=True, exist_ok=True)
-    shutil.copy(COCO_MINI / "val2017/000000000139.jpg", tmp / "val2017/a.jpg")
+    _jpeg(tmp / "val2017/a.jpg")
     return {
         "images": [{"id": 1, "file_name": "a.jpg"}, {"id": 2, "file_name": "gone.jpg"}],
         "annotations": [{"id": 10, "image_id": 1, "caption": "A room. "},
@@ -115,7 +125,7 @@ def test_corrupt_image_fails_at_load_naming_the_path(tmp_path: Path) -> None:
 
 
 def test_truncated_image_fails_at_load(tmp_path: Path) -> None:
-    src = COCO_MINI / "val2017/000000000139.jpg"
+    src = _jpeg(tmp_path / "whole.jpg", (640, 427))
     cut = tmp_path / "cut.jpg"
     cut.write_bytes(src.read_bytes()[:2000])
     with pytest.raises(ImageLoadError, match=r"cut\.jpg"):

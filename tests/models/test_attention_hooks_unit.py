@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from faithtests.models.hooks import AttentionContext, attention_context, hookable_attention
-from faithtests.models.protocols import TokenSpans
+from faithtests.models.interfaces import TokenSpans
 
 
 class FakeAttention(nn.Module):

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import torch
 
+from faithtests.models.interfaces import Hooks, Prompt
 from faithtests.models.prefix import fork_cache
-from faithtests.models.protocols import Hooks, Prompt
 from faithtests.models.registry import load_model
 
 
@@ -48,7 +48,7 @@ def test_groups_larger_than_a_batch_and_mixed_rows(
 
 def test_sliding_window_shorter_than_prefix(tmp_path: Path, images: list[Any]) -> None:
     """Gemma3 with an 8-token sliding window: the cached prefix keeps only the window, still exact."""
-    from faithtests.models.tiny import build_tiny_gemma3
+    from faithtests.testing.tiny import build_tiny_gemma3
 
     path = build_tiny_gemma3(tmp_path / "g3", sliding_window=8)
     shared = load_model(f"hf:{path}", device="cpu")

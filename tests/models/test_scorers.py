@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from faithtests.models.protocols import ImageTextScorer
+from faithtests.models.interfaces import ImageTextScorer
 from faithtests.models.registry import load_model
 from faithtests.models.vlm_scorer import VLMScorer
 

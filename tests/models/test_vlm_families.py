@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from faithtests.models.hf_vlm import HFVisionLanguageModel
+from faithtests.models.interfaces import Hooks, Prompt, TokenSpans, VisionLanguageModel
 from faithtests.models.prompting import OptionTokenError
-from faithtests.models.protocols import Hooks, Prompt, TokenSpans, VisionLanguageModel
 
 
 def question(a: str, b: str) -> str:

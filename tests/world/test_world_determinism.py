@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from faithtests.protocols.s3e.world import s3e_records
 from faithtests.world import (
     caption_items,
     mood_items,
@@ -13,7 +14,6 @@ from faithtests.world import (
     render,
     resolve_image_ref,
     resolve_pair_ref,
-    s3e_records,
     sample_dense_scene,
     sample_scene,
 )

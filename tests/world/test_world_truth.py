@@ -7,7 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from faithtests.data.s3e_records import STRESS_TYPES
+from faithtests.protocols.s3e.records import STRESS_TYPES
+from faithtests.protocols.s3e.world import s3e_records
 from faithtests.world import (
     EMOTIONS,
     FLIP_KINDS,
@@ -26,7 +27,6 @@ from faithtests.world import (
     parse_claims,
     premise_items,
     render,
-    s3e_records,
     sample_dense_scene,
     sample_scene,
     satisfies,

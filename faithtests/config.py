@@ -1,0 +1,31 @@
+"""What a protocol's fixtures may know about the run: dataset locations, the item limit and the seed.
+
+The plugin parses its options and stores a :class:`RunConfig` in the pytest config's stash; protocol
+packages read it with :func:`run_config` (they sit below the plugin and never import it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    data: Mapping[str, Path] = field(default_factory=dict)  # --faith-data NAME=PATH, resolved
+    limit: int | None = None  # --faith-limit: at most N items per dataset
+    seed: int = 0  # --faith-seed: item sampling and bootstrap
+
+    def capped(self, n: int) -> int:
+        """``n`` items, or fewer under ``--faith-limit``."""
+        return min(n, self.limit) if self.limit else n
+
+
+RUN_CONFIG = pytest.StashKey[RunConfig]()
+
+
+def run_config(config: pytest.Config) -> RunConfig:
+    return config.stash[RUN_CONFIG]

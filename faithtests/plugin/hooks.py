@@ -1,0 +1,399 @@
+"""The faithtests pytest plugin: options, markers, the ``faith`` fixture, result collection, the
+threshold and baseline gates, the scorecard and the terminal summary. Hooks only: the logic lives in
+:mod:`faithtests.plugin.options`, :mod:`faithtests.scorecard.recording` and :mod:`faithtests.scorecard`,
+and torch is
+imported only when a collected test carries the ``gpu`` marker.
+
+Data flow: each test's :class:`~faithtests.scorecard.model.TestRecord` is serialised into the test
+report's ``user_properties`` (``("faithtests", json)``), so under xdist it reaches the controller with
+the report and no shared files are needed. The controller (never a worker) collects the records and, in
+``pytest_sessionfinish``, writes ``scorecard.json`` and ``scorecard.html`` atomically.
+
+A report is written only when the run produced at least one record, i.e. some test used the ``faith``
+fixture or carries the ``suite`` marker; plain unit-test runs with the plugin active write nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from faithtests.config import RUN_CONFIG, RunConfig
+from faithtests.plugin.options import (
+    FAITH_DECLARED,
+    FAITH_MODEL_INFO,
+    FAITH_OPTIONS,
+    FAITH_THRESHOLDS,
+    FaithOptions,
+    ModelSpec,
+    add_options,
+    get_options,
+    parse_options,
+)
+from faithtests.scorecard.baseline import Comparison, compare
+from faithtests.scorecard.fingerprint import build_fingerprint, now_iso
+from faithtests.scorecard.model import TestRecord
+from faithtests.scorecard.recording import Faith, FaithCheckFailed
+from faithtests.scorecard.scorecard import (
+    Scorecard,
+    ScorecardError,
+    atomic_write_text,
+    read_scorecard,
+    write_scorecard,
+)
+from faithtests.scorecard.summary import summary_lines
+from faithtests.scorecard.thresholds import ThresholdError, load_thresholds
+
+PROPERTY = "faithtests"  # user_properties name carrying a TestRecord (JSON)
+TEARDOWN_PROPERTY = "faithtests-teardown"  # a teardown error of a recorded test (JSON message)
+MODELS_PROPERTY = "faithtests-models"  # model info registered by session fixtures (JSON)
+MESSAGE_CHARS = 1000
+
+FAITH_KEY = pytest.StashKey[Faith]()
+_SENT_INFO = pytest.StashKey[dict[str, dict[str, Any]]]()
+_CONTROLLER = pytest.StashKey["Controller"]()
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def baseline_file(path: Path) -> Path:
+    """A baseline given as a directory (existing, or without a ``.json`` suffix) means its scorecard."""
+    return path / "scorecard.json" if path.is_dir() or path.suffix != ".json" else path
+
+
+# -- options, markers, configuration ---------------------------------------------------------------
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gpu: needs CUDA; skipped with reason 'CUDA not available' without it")
+    config.addinivalue_line(
+        "markers", "suite(name): the behavioural suite of a test (default: module name without test_)"
+    )
+    config.addinivalue_line("markers", "slow: a long-running test (deselect with -m 'not slow')")
+    opts = parse_options(config)
+    config.stash[FAITH_OPTIONS] = opts
+    config.stash[RUN_CONFIG] = RunConfig(data=dict(opts.data), limit=opts.limit, seed=opts.seed)
+    try:
+        config.stash[FAITH_THRESHOLDS] = load_thresholds(
+            opts.default_thresholds, opts.thresholds_file, default_required=opts.default_thresholds_explicit
+        )
+    except ThresholdError as exc:
+        raise pytest.UsageError(f"faithtests thresholds: {exc}") from None
+    config.stash[FAITH_MODEL_INFO] = {}
+    config.stash[FAITH_DECLARED] = {}
+    config.stash[_SENT_INFO] = {}
+    if opts.update_baseline and opts.baseline is None:
+        raise pytest.UsageError("--faith-update-baseline needs --faith-baseline FILE (where to write it)")
+    if _is_worker(config):
+        return
+    baseline: Scorecard | None = None
+    if opts.baseline is not None:
+        path = baseline_file(opts.baseline)
+        if path.exists():
+            try:
+                baseline = read_scorecard(path)
+            except ScorecardError as exc:
+                raise pytest.UsageError(f"--faith-baseline: {exc}") from None
+        elif not opts.update_baseline:
+            raise pytest.UsageError(
+                f"--faith-baseline: {path} does not exist (create it with --faith-update-baseline)"
+            )
+    controller = Controller(config, opts, baseline)
+    config.stash[_CONTROLLER] = controller
+    config.pluginmanager.register(controller, "faithtests-controller")
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    opts = config.stash.get(FAITH_OPTIONS, None)
+    if opts is None:
+        return None
+    files = config.stash[FAITH_THRESHOLDS].describe_files()
+    return f"faithtests: report {opts.report_dir}, gate {opts.gate}, thresholds: {files}"
+
+
+def _cuda_missing_reason() -> str | None:
+    try:
+        import torch
+    except ImportError as exc:
+        return f"CUDA not available (torch not importable: {exc})"
+    return None if torch.cuda.is_available() else "CUDA not available"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu_items:  # keep torch unimported for runs without GPU tests
+        return
+    reason = _cuda_missing_reason()
+    if reason is not None:
+        for item in gpu_items:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+# -- the faith fixture -------------------------------------------------------------------------------
+def suite_name(item: pytest.Item) -> str:
+    """``@pytest.mark.suite("name")``, else the module name without its ``test_`` prefix."""
+    marker = item.get_closest_marker("suite")
+    if marker is not None:
+        name = marker.args[0] if marker.args else marker.kwargs.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{item.nodeid}: @pytest.mark.suite needs a non-empty name, got {name!r}")
+        return name
+    module = getattr(item, "module", None)
+    stem = module.__name__.rpartition(".")[2] if module is not None else item.path.stem
+    return stem.removeprefix("test_")
+
+
+def _label(value: object) -> str | None:
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return str(value)
+    label = getattr(value, "label", None)
+    return label if isinstance(label, str) else None
+
+
+def record_test_id(item: pytest.Item) -> str:
+    """The node id without the ``@group`` suffix xdist adds under ``--dist loadgroup``, so serial and
+    parallel runs of a suite record the same test ids (and baselines match across them)."""
+    nodeid = item.nodeid
+    groups = [str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+              for m in item.iter_markers("xdist_group")]
+    for suffix in {"@" + "_".join(sorted(set(groups))), *("@" + g for g in groups)} if groups else ():
+        if nodeid.endswith(suffix):
+            return nodeid.removesuffix(suffix)
+    return nodeid
+
+
+def model_param(item: pytest.Item) -> ModelSpec | None:
+    """The model a test is parametrised with (a ``faith_scorer`` / ``faith_vlm`` parameter), if any."""
+    params: dict[str, object] = getattr(getattr(item, "callspec", None), "params", {})
+    return next((v for v in params.values() if isinstance(v, ModelSpec)), None)
+
+
+def callspec_labels(item: pytest.Item) -> tuple[str, str]:
+    """(model, variant): the label of the model parameter (or of a plain parameter named ``model``)
+    and the ``variant`` parameter, if any."""
+    params: dict[str, object] = getattr(getattr(item, "callspec", None), "params", {})
+    spec = model_param(item)
+    model = spec.label if spec is not None else (_label(params.get("model")) or "")
+    variant = _label(params["variant"]) if "variant" in params else None
+    return model, variant or "base"
+
+
+@pytest.fixture
+def faith(request: pytest.FixtureRequest) -> Faith:
+    """Records this test's metrics, checks, exemplars, plots and item outcomes into the scorecard."""
+    item = request.node
+    assert isinstance(item, pytest.Item)
+    opts = get_options(request.config)
+    model, variant = callspec_labels(item)
+    recorder = Faith(
+        record_test_id(item),
+        suite_name(item),
+        thresholds=request.config.stash[FAITH_THRESHOLDS],
+        gate=opts.gate,
+        model=model,
+        variant=variant,
+        max_exemplars=opts.max_exemplars,
+        role=spec.role if (spec := model_param(item)) is not None else None,
+        declared=request.config.stash[FAITH_DECLARED],
+    )
+    item.stash[FAITH_KEY] = recorder
+    return recorder
+
+
+@pytest.fixture(scope="session")
+def faith_seed(request: pytest.FixtureRequest) -> int:
+    """``--faith-seed``: bootstrap resampling and item sampling."""
+    return get_options(request.config).seed
+
+
+# -- records ride on the reports --------------------------------------------------------------------
+def _outcome(report: pytest.TestReport) -> str:
+    xfail = hasattr(report, "wasxfail")
+    if report.when != "call":
+        return "skipped" if report.skipped and not xfail else ("xfailed" if xfail else "error")
+    if report.passed:
+        return "xpassed" if xfail else "passed"
+    if report.skipped:
+        return "xfailed" if xfail else "skipped"
+    return "failed"
+
+
+def _message(call: pytest.CallInfo[None], report: pytest.TestReport) -> str:
+    if call.excinfo is None:
+        return ""
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2]).removeprefix("Skipped: ")[:MESSAGE_CHARS]
+    if isinstance(call.excinfo.value, FaithCheckFailed):
+        return str(call.excinfo.value)[:MESSAGE_CHARS]
+    return call.excinfo.exconly()[:MESSAGE_CHARS]
+
+
+def _wants_record(item: pytest.Item) -> bool:
+    return "faith" in getattr(item, "fixturenames", ()) or item.get_closest_marker("suite") is not None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    config = item.config
+    if FAITH_OPTIONS not in config.stash:
+        return report
+    props: list[tuple[str, object]] = []
+    infos, sent = config.stash[FAITH_MODEL_INFO], config.stash[_SENT_INFO]
+    pending = {k: v for k, v in infos.items() if sent.get(k) != v}
+    if pending:
+        props.append((MODELS_PROPERTY, json.dumps(pending, sort_keys=True, default=str)))
+        sent.update(pending)
+    if _wants_record(item):
+        if call.when == "call" or (call.when == "setup" and not report.passed):
+            recorder = item.stash.get(FAITH_KEY, None)
+            try:
+                record = recorder.record if recorder else TestRecord(record_test_id(item), suite_name(item))
+            except ValueError as exc:  # a bad suite marker: keep the test, name the problem
+                record = TestRecord(record_test_id(item), "", message=str(exc))
+            record.outcome = _outcome(report)
+            record.duration = report.duration
+            record.message = _message(call, report) or record.message
+            try:
+                payload = json.dumps(record.to_json(), allow_nan=False)
+            except (TypeError, ValueError) as exc:  # never an INTERNALERROR: the record says what broke
+                broken = TestRecord(record.test, record.suite, outcome="error", duration=record.duration,
+                                    message=f"faithtests: record not JSON-serialisable: {exc}")
+                payload = json.dumps(broken.to_json())
+            props.append((PROPERTY, payload))
+        elif call.when == "teardown" and report.failed:
+            props.append((TEARDOWN_PROPERTY, json.dumps([record_test_id(item), _message(call, report)])))
+    if props:  # a new list: the item's own user_properties must not carry these into later phases
+        report.user_properties = [*report.user_properties, *props]
+    return report
+
+
+# -- the controller: collect, gate, write, summarise ------------------------------------------------
+class Controller:
+    """Lives on the controller process only (registered in ``pytest_configure``)."""
+
+    def __init__(self, config: pytest.Config, opts: FaithOptions, baseline: Scorecard | None) -> None:
+        self.config = config
+        self.opts = opts
+        self.baseline = baseline
+        self.start = now_iso()
+        self.records: dict[str, TestRecord] = {}
+        self.models: dict[str, dict[str, Any]] = {}
+        self.scorecard: Scorecard | None = None
+        self.comparison: Comparison | None = None
+        self.written: list[Path] = []
+        self.notes: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties:
+            if name == PROPERTY:
+                rec = TestRecord.from_json(json.loads(str(value)))
+                self.records[rec.test] = rec
+            elif name == TEARDOWN_PROPERTY:
+                test, message = json.loads(str(value))
+                if test in self.records:
+                    rec = self.records[test]
+                    rec.outcome = "error"
+                    rec.message = "; ".join(m for m in (rec.message, f"teardown: {message}") if m)
+            elif name == MODELS_PROPERTY:
+                self.models.update(json.loads(str(value)))
+
+    def _fingerprint(self) -> dict[str, Any]:
+        models = dict(self.models)
+        for rec in sorted(self.records.values(), key=lambda r: r.test):
+            models.update(rec.models)
+        thresholds = self.config.stash[FAITH_THRESHOLDS]
+        workers = self.config.getoption("numprocesses", None)
+        return build_fingerprint(
+            root=self.config.rootpath,
+            start=self.start,
+            end=now_iso(),
+            argv=list(self.config.invocation_params.args),
+            seed=self.opts.seed,
+            device=self.config.getoption("faith_device", None),
+            dtype=self.config.getoption("faith_dtype", None),
+            model_specs=self.opts.model_specs(),
+            models=models,
+            gate=self.opts.gate,
+            tolerance=str(self.opts.tolerance),
+            thresholds_files=thresholds.files,
+            workers=workers if isinstance(workers, int) else None,
+        )
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self.records:
+            return
+        complete = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and not (
+            session.shouldstop or session.shouldfail
+        )
+        sc = Scorecard(
+            fingerprint=self._fingerprint(),
+            tests=list(self.records.values()),
+            status="complete" if complete else "interrupted",
+        ).sorted()
+        path = baseline_file(self.opts.baseline) if self.opts.baseline is not None else None
+        if self.baseline is not None and path is not None:
+            self.comparison = compare(sc, self.baseline, self.opts.tolerance)
+            sc.baseline = str(path)
+            sc.regressions = [d.to_json() for d in self.comparison.regressions]
+            if sc.regressions and not self.opts.update_baseline:
+                if session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+                n = len(sc.regressions)
+                self.notes.append(f"FAIL: {n} regression(s) against the baseline: exit status 1")
+        self.scorecard = sc
+        self._write(sc, session)
+        if self.opts.update_baseline and path is not None:
+            if complete:
+                self.written.append(write_scorecard(sc, path))
+                self.notes.append(f"baseline updated: {path}")
+            else:
+                self.notes.append(f"baseline NOT updated (run {sc.status}): {path}")
+
+    def _write(self, sc: Scorecard, session: pytest.Session) -> None:
+        out = self.opts.report_dir
+        try:
+            self.written.append(write_scorecard(sc, out / "scorecard.json"))
+        except OSError as exc:
+            self.notes.append(f"ERROR: could not write {out / 'scorecard.json'}: {exc}")
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            return
+        html_path = out / "scorecard.html"
+        try:
+            from faithtests.scorecard.render import render_html
+        except ImportError as exc:
+            if isinstance(exc, ModuleNotFoundError) and exc.name == "faithtests.scorecard.render":
+                self.notes.append("warning: HTML renderer not available; wrote scorecard.json only")
+            else:
+                self.notes.append(f"ERROR: HTML renderer failed to import: {exc}")
+            html_path.unlink(missing_ok=True)  # a stale HTML must not contradict the new JSON
+            return
+        try:
+            html = render_html(sc, self.baseline, tolerance=self.opts.tolerance)
+            atomic_write_text(html_path, html)
+            self.written.append(html_path)
+        except Exception as exc:  # the JSON is written; report the HTML failure loudly, keep the run
+            html_path.unlink(missing_ok=True)
+            self.notes.append(f"ERROR: HTML rendering failed: {type(exc).__name__}: {exc}")
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if self.scorecard is None:
+            return
+        verbose = config.get_verbosity() > 0
+        lines = summary_lines(self.scorecard, self.written, self.comparison, self.notes, full=verbose)
+        terminalreporter.write_sep("=", "faithtests scorecard")
+        for line in lines:
+            red = line.startswith(("REGRESSION", "ERROR", "FAIL"))
+            terminalreporter.write_line(line, red=red, bold=red)

@@ -1,0 +1,235 @@
+"""The session-scoped model fixtures ``faith_scorer`` and ``faith_vlm`` (loaded by ``faithtests.plugin``).
+
+- Options (group "faithtests"): ``--faith-device`` (``auto``: cuda if available, else cpu),
+  ``--faith-dtype`` (float32), ``--faith-batch-size`` (16). The models come from ``--faith-model`` /
+  ``--faith-vlm``, parsed once into :class:`~faithtests.plugin.options.ModelSpec` (defaults
+  ``reference:clip`` / ``reference:vlm``).
+- ``faith_scorer`` runs over every ``--faith-model`` and then each ``--faith-vlm`` used as a scorer
+  (its caption log-likelihood; ``--faith-no-vlm-scorer`` turns that off); the default VLM joins only a
+  run that names no model at all.
+- Every test using a fixture is parametrised over the specs (ids = labels), carries one
+  ``xdist_group(name=LABEL)`` mark per model so ``--dist loadgroup`` keeps a model on one worker, and the
+  ``gpu`` mark when the device was set to CUDA explicitly (such tests skip on machines without CUDA).
+- Models are loaded once per process and kept (a per-session cache keyed by spec, device, dtype, batch
+  size), even when pytest reorders parametrised session fixtures.
+- Under xdist, worker ``gwN`` uses ``cuda:N % device_count`` when the device is CUDA without an index.
+- Each loaded model's fingerprint (spec, checkpoint sha256, dtype, device, declared family and score
+  kind) is registered so it lands in the scorecard and selects family thresholds.
+
+torch is imported only inside the fixtures, never at plugin load.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from faithtests.plugin.options import ModelSpec, Role, get_options, register_model_info
+
+if TYPE_CHECKING:
+    from faithtests.models.interfaces import ImageTextScorer, VisionLanguageModel
+
+DEFAULT_SCORER = "reference:clip"
+DEFAULT_VLM = "reference:vlm"
+_LOADED = pytest.StashKey[dict[tuple[str, str, str, int], Any]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("faithtests", "faithtests: behavioural suites for vision-language models")
+    g.addoption("--faith-device", dest="faith_device", default="auto", metavar="DEVICE",
+                help="device for the models: auto (cuda if available, else cpu), cpu, cuda, cuda:N")
+    g.addoption("--faith-dtype", dest="faith_dtype", default="float32", metavar="DTYPE",
+                choices=("float32", "fp32", "bfloat16", "bf16", "float16", "fp16"),
+                help="model dtype (default float32)")
+    g.addoption("--faith-batch-size", dest="faith_batch_size", type=int, default=16, metavar="N",
+                help="batch size of encoders and forwards (default 16)")
+    g.addoption("--faith-no-vlm-scorer", dest="faith_no_vlm_scorer", action="store_true", default=False,
+                help="do not run the scorer suites (invariance, LGIP flips) on the caption log-likelihood "
+                     "of each --faith-vlm")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.pluginmanager.has_plugin("xdist"):
+        config.addinivalue_line("markers", "xdist_group(name): models of one label stay on one xdist worker")
+
+
+def named_specs(config: pytest.Config, source: Role) -> tuple[ModelSpec, ...]:
+    """The ``--faith-model`` (source "scorer") or ``--faith-vlm`` ("vlm") specs the user named, on the
+    command line or in the ini file; empty when the default applies."""
+    opts = get_options(config)
+    return opts.models if source == "scorer" else opts.vlms
+
+
+def model_specs(config: pytest.Config, source: Role) -> tuple[ModelSpec, ...]:
+    """The specs of ``source`` with the default applied (``reference:clip`` / ``reference:vlm``)."""
+    if named := named_specs(config, source):
+        return named
+    return (ModelSpec.parse(DEFAULT_SCORER if source == "scorer" else DEFAULT_VLM, source),)
+
+
+def scorer_specs(config: pytest.Config) -> list[ModelSpec]:
+    """What ``faith_scorer`` runs over: every ``--faith-model`` spec, then each ``--faith-vlm`` as a
+    scorer (its caption log-likelihood, SPEC "Common vocabulary"). The default VLM joins only a run
+    that names no model at all: naming ``--faith-model X`` alone asks about X."""
+    out = list(model_specs(config, "scorer"))
+    if config.getoption("faith_no_vlm_scorer", False):
+        return out
+    if named_specs(config, "vlm") or not named_specs(config, "scorer"):
+        taken = {m.label for m in out}
+        out += [m.as_scorer() for m in model_specs(config, "vlm") if m.label not in taken]
+    return out
+
+
+def vlm_specs(config: pytest.Config) -> list[ModelSpec]:
+    return list(model_specs(config, "vlm"))
+
+
+def _untrained_default(config: pytest.Config, m: ModelSpec) -> str | None:
+    """Why a *default* reference model cannot run (its checkpoint is not in fixtures/), else None.
+
+    Only defaults: a spec the user named always loads, and a missing one is an error naming the path.
+    """
+    default = DEFAULT_SCORER if m.source == "scorer" else DEFAULT_VLM
+    if m.spec != default or named_specs(config, m.source):
+        return None
+    from faithtests.models.locations import fixtures_root
+
+    name = default.removeprefix("reference:")
+    if (fixtures_root() / name).is_dir():
+        return None
+    return (f"the default {default} is not trained yet (no {fixtures_root() / name}); "
+            f"pass {m.option} SPEC, or train it with `faithtests train-reference {name}`")
+
+
+def _explicit_cuda(config: pytest.Config) -> bool:
+    return str(config.getoption("faith_device")).startswith("cuda")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    for fixture, specs in (("faith_scorer", scorer_specs), ("faith_vlm", vlm_specs)):
+        if fixture not in metafunc.fixturenames:
+            continue
+        params = []
+        for m in specs(metafunc.config):
+            marks: list[pytest.MarkDecorator] = [pytest.mark.xdist_group(name=m.label)]
+            if _explicit_cuda(metafunc.config):
+                marks.append(pytest.mark.gpu)
+            if (why := _untrained_default(metafunc.config, m)) is not None:
+                marks.append(pytest.mark.skip(reason=why))
+            params.append(pytest.param(m, id=m.label, marks=marks))
+        metafunc.parametrize(fixture, params, indirect=True, scope="session")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Compatibility shim for ``--dist loadgroup`` on pytest >= 9.2 (pytest-dev/pytest-xdist#1386):
+    xdist appends ``@group`` to the legacy ``_nodeid`` field, which pytest 9.2's structured node ids no
+    longer read, so groups are silently ignored and a model would load on every worker. Runs on the
+    workers after xdist's hook and writes the suffixed id into the structured id; a no-op where xdist's
+    own suffix took effect or pytest has no structured ids."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    try:
+        from _pytest.nodeid import NodeId  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        return
+    for item in items:
+        marks = item.iter_markers("xdist_group")
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks})
+        suffix = "@" + "_".join(groups)
+        if not groups or item.nodeid.endswith(suffix) or not hasattr(item, "_id"):
+            continue
+        item._id = NodeId.parse(item.nodeid + suffix)
+
+
+def worker_device(device: str, worker: str | None, device_count: int) -> str:
+    """Pin xdist worker ``gwN`` to ``cuda:N % device_count`` when ``device`` is plain "cuda"."""
+    if device != "cuda" or not worker or device_count < 2:
+        return device
+    digits = worker.removeprefix("gw")
+    return f"cuda:{int(digits) % device_count}" if digits.isdigit() else device
+
+
+def resolved_device(config: pytest.Config) -> str:
+    import torch
+
+    device = str(config.getoption("faith_device"))
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    count = torch.cuda.device_count() if device.startswith("cuda") else 0
+    return worker_device(device, os.environ.get("PYTEST_XDIST_WORKER"), count)
+
+
+def load_cached(config: pytest.Config, spec: str) -> Any:
+    """Load ``spec`` with the session's device/dtype/batch size, once per process."""
+    from faithtests.models.registry import load_model
+
+    device = resolved_device(config)
+    dtype = str(config.getoption("faith_dtype"))
+    batch = int(config.getoption("faith_batch_size"))
+    if batch < 1:
+        raise pytest.UsageError(f"--faith-batch-size must be >= 1, got {batch}")
+    cache = config.stash.setdefault(_LOADED, {})
+    key = (spec, device, dtype, batch)
+    if key not in cache:
+        cache[key] = load_model(spec, device=device, dtype=dtype, batch_size=batch)
+    return cache[key]
+
+
+def _spec(request: pytest.FixtureRequest, role: Role) -> ModelSpec:
+    param = getattr(request, "param", None)
+    if isinstance(param, ModelSpec):
+        return param  # for faith_scorer, possibly a --faith-vlm used as a scorer
+    # Requested indirectly (e.g. by another fixture) without parametrisation: the first spec.
+    return (scorer_specs if role == "scorer" else vlm_specs)(request.config)[0]
+
+
+@pytest.fixture(scope="session")
+def faith_load_model(request: pytest.FixtureRequest) -> Callable[[str], Any]:
+    """``load(spec)`` with the session's device/dtype/batch size and per-process cache (for variants
+    such as ``reference:clip-colorblind`` that a suite loads beside the model under test)."""
+
+    def load(spec: str) -> Any:
+        return load_cached(request.config, spec)
+
+    return load
+
+
+@pytest.fixture(scope="session")
+def faith_scorer(request: pytest.FixtureRequest) -> ImageTextScorer:
+    """The image-text scorer under test: one per ``--faith-model``, then one per ``--faith-vlm`` (see
+    :func:`scorer_specs`). A generative VLM is used through its caption log-likelihood
+    (:class:`~faithtests.models.vlm_scorer.VLMScorer`), which declares its own score family."""
+    from faithtests.models.hf_vlm import HFVisionLanguageModel
+    from faithtests.models.interfaces import ImageTextScorer
+    from faithtests.models.vlm_scorer import VLMScorer
+
+    m = _spec(request, "scorer")
+    model = load_cached(request.config, m.spec)
+    if isinstance(model, HFVisionLanguageModel):
+        model = VLMScorer(model)
+    if not isinstance(model, ImageTextScorer):
+        raise TypeError(f"{m.option} {m.spec!r} loaded a {type(model).__name__}, not an image-text scorer")
+    register_model_info(request.config, m.label, {**model.fingerprint(), "label": m.label, "role": m.source},
+                        role=m.role)
+    return model
+
+
+@pytest.fixture(scope="session")
+def faith_vlm(request: pytest.FixtureRequest) -> VisionLanguageModel:
+    """The vision-language model under test (one per ``--faith-vlm``)."""
+    from faithtests.models.interfaces import VisionLanguageModel
+
+    m = _spec(request, "vlm")
+    model = load_cached(request.config, m.spec)
+    if not isinstance(model, VisionLanguageModel):
+        raise TypeError(
+            f"{m.option} {m.spec!r} loaded a {type(model).__name__}, not a generative VLM "
+            "(dual encoders go to --faith-model)"
+        )
+    register_model_info(request.config, m.label, {**model.fingerprint(), "label": m.label, "role": m.source},
+                        role=m.role)
+    return model

@@ -1,0 +1,241 @@
+"""The plugin's command-line/ini options, parsed once into a typed :class:`FaithOptions`.
+
+The plugin stores the parsed value in ``config.stash[FAITH_OPTIONS]``; fixtures elsewhere (model
+fixtures, data loaders) read it with :func:`get_options`. Precedence: command line > ini > default.
+Paths given on the command line are relative to the invocation directory; paths in the ini file are
+relative to the ini file's directory (pytest's convention for ``paths`` ini values).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import pytest
+
+from faithtests.scorecard.baseline import Tolerance
+from faithtests.scorecard.model import GateMode
+from faithtests.scorecard.thresholds import Thresholds
+
+GROUP = "faithtests"
+DEFAULT_THRESHOLDS = "suites/thresholds.toml"
+_LABEL = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+Role = Literal["scorer", "vlm"]
+_OPTION: dict[Role, str] = {"scorer": "--faith-model", "vlm": "--faith-vlm"}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model of the run, parsed once from ``--faith-model`` / ``--faith-vlm`` ``[LABEL=]SPEC``.
+
+    ``source`` is the option that named it (``scorer``: --faith-model, ``vlm``: --faith-vlm); ``role`` is
+    how a test uses it: a --faith-vlm also serves the scorer suites through its caption log-likelihood
+    (role ``scorer``). The label names the model in node ids, results and the scorecard. The threshold
+    family is not part of the spec: the loaded adapter declares it (``fingerprint()["family"]`` and, for
+    a non-cosine scorer, ``["score"]``).
+    """
+
+    label: str
+    spec: str
+    source: Role = "scorer"
+    role: Role = "scorer"
+
+    @classmethod
+    def parse(cls, text: str, source: Role = "scorer") -> ModelSpec:
+        """``[LABEL=]SPEC``: "ckpt=open_clip:..." has a label; a bare spec never has "=" before its
+        first ":" and is its own label."""
+        raw = text.strip()
+        head, sep, tail = raw.partition("=")
+        if sep and _LABEL.match(head.strip()) and ":" not in head:
+            label, spec = head.strip(), tail.strip()
+        else:
+            label, spec = raw, raw
+        if not spec or not label:
+            raise ValueError(f"model spec {text!r} is empty (syntax: [LABEL=]SPEC)")
+        return cls(label, spec, source, source)
+
+    @property
+    def option(self) -> str:
+        """The command-line option that named this model."""
+        return _OPTION[self.source]
+
+    def as_scorer(self) -> ModelSpec:
+        """This model in the scorer role (a --faith-vlm scored by its caption log-likelihood)."""
+        return replace(self, role="scorer")
+
+
+@dataclass(frozen=True)
+class FaithOptions:
+    report_dir: Path
+    baseline: Path | None = None
+    update_baseline: bool = False
+    tolerance: Tolerance = field(default_factory=Tolerance)
+    gate: GateMode = "point"
+    thresholds_file: Path | None = None  # --faith-thresholds (user file)
+    default_thresholds: Path | None = None  # ini faith_default_thresholds, resolved
+    default_thresholds_explicit: bool = False  # set in the ini file: then it must exist
+    models: tuple[ModelSpec, ...] = ()
+    vlms: tuple[ModelSpec, ...] = ()
+    data: dict[str, Path] = field(default_factory=dict)
+    limit: int | None = None
+    seed: int = 0
+    max_exemplars: int = 8
+
+    def model_specs(self) -> dict[str, str]:
+        """label -> spec for every ``--faith-model`` and ``--faith-vlm``."""
+        return {m.label: m.spec for m in (*self.models, *self.vlms)}
+
+
+FAITH_OPTIONS = pytest.StashKey[FaithOptions]()
+FAITH_THRESHOLDS = pytest.StashKey[Thresholds]()
+# label -> info registered by (session-scoped) model fixtures on this process; see register_model_info
+FAITH_MODEL_INFO = pytest.StashKey[dict[str, dict[str, Any]]]()
+# (label, role) -> what the adapter loaded in that role declares (family, score kind): the threshold family
+FAITH_DECLARED = pytest.StashKey[dict[tuple[str, str], dict[str, Any]]]()
+
+
+def get_options(config: pytest.Config) -> FaithOptions:
+    return config.stash[FAITH_OPTIONS]
+
+
+def register_model_info(config: pytest.Config, label: str, info: dict[str, Any],
+                        role: Role | None = None) -> None:
+    """For model fixtures: record fingerprint info (spec, checkpoint hash, family, ...) of a loaded
+    model. It travels to the controller on the next test report and lands in ``fingerprint.models``
+    (merged per label: a VLM and that VLM as a scorer share one). With ``role``, the info is also what
+    the model declares in that role: its ``family`` and, for a non-cosine scorer, its ``score`` kind
+    select the family thresholds of checks on tests parametrised with that model and role."""
+    from faithtests.scorecard.recording import json_safe
+
+    safe = json_safe(info, f"model info {label!r}")
+    config.stash.setdefault(FAITH_MODEL_INFO, {}).setdefault(label, {}).update(safe)
+    if role is not None:
+        config.stash.setdefault(FAITH_DECLARED, {})[(label, role)] = safe
+
+
+def add_options(parser: pytest.Parser) -> None:
+    g = parser.getgroup(GROUP, "faithtests: behavioural suites for vision-language models")
+
+    def opt(flag: str, ini: str, help: str, ini_type: Any = "string", ini_default: Any = None,
+            **kw: Any) -> None:
+        g.addoption(flag, dest=ini, default=None, help=help + f" (ini: {ini})", **kw)
+        parser.addini(ini, help.replace("%%", "%"), type=ini_type, default=ini_default)
+
+    opt("--faith-report", "faith_report", "scorecard directory (default: faith-report/)",
+        metavar="DIR", ini_default="faith-report")
+    opt("--faith-baseline", "faith_baseline", "baseline scorecard.json (or its directory) to gate against",
+        metavar="FILE", ini_default="")
+    g.addoption("--faith-update-baseline", dest="faith_update_baseline", action="store_true", default=None,
+                help="write this run's scorecard to --faith-baseline (never done without this flag)")
+    parser.addini("faith_update_baseline", "write the scorecard to faith_baseline", type="bool",
+                  default=False)
+    opt("--faith-tolerance", "faith_tolerance",
+        "allowed regression vs the baseline: absolute (0.01) or relative (5%%); default 0",
+        metavar="TOL", ini_default="0")
+    opt("--faith-gate", "faith_gate", "compare the point estimate or the conservative CI bound to thresholds",
+        choices=("point", "ci"), ini_default="point")
+    opt("--faith-thresholds", "faith_thresholds", "user thresholds TOML merged over the defaults",
+        metavar="FILE", ini_default="")
+    opt("--faith-model", "faith_model", "image-text scorer to test, [LABEL=]SPEC; repeatable",
+        ini_type="linelist", ini_default=[], action="append", metavar="SPEC")
+    opt("--faith-vlm", "faith_vlm", "vision-language model to test, [LABEL=]SPEC; repeatable",
+        ini_type="linelist", ini_default=[], action="append", metavar="SPEC")
+    opt("--faith-data", "faith_data", "dataset location NAME=PATH; repeatable",
+        ini_type="linelist", ini_default=[], action="append", metavar="NAME=PATH")
+    opt("--faith-limit", "faith_limit", "use at most N items per dataset (quick runs)", metavar="N",
+        ini_default="")
+    opt("--faith-seed", "faith_seed", "seed for sampling and bootstrap (default 0)", metavar="SEED",
+        ini_default="0")
+    parser.addini("faith_max_exemplars", "failure exemplars kept per test (default 8)", default="8")
+    # default None (not the path) so that an explicitly configured file can be required to exist
+    parser.addini(
+        "faith_default_thresholds",
+        f"default thresholds TOML, relative to rootdir (default {DEFAULT_THRESHOLDS})",
+        default=None,
+    )
+
+
+def _int(text: str, name: str, minimum: int) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise pytest.UsageError(f"{name}: {text!r} is not an integer") from None
+    if value < minimum:
+        raise pytest.UsageError(f"{name}: {value} must be >= {minimum}")
+    return value
+
+
+def parse_options(config: pytest.Config) -> FaithOptions:
+    """Read every faithtests option; malformed values raise :class:`pytest.UsageError`."""
+    cwd = config.invocation_params.dir
+    ini_dir = config.inipath.parent if config.inipath else config.rootpath
+
+    def value(name: str) -> tuple[Any, Path]:
+        cli = config.getoption(name)
+        if cli is not None:
+            return cli, cwd
+        return config.getini(name), ini_dir
+
+    def path(name: str) -> Path | None:
+        v, base = value(name)
+        return (base / str(v)).resolve() if v else None
+
+    def specs(name: str, source: Role) -> tuple[ModelSpec, ...]:
+        raw, _ = value(name)
+        out: list[ModelSpec] = []
+        for text in raw or []:
+            try:
+                out.append(ModelSpec.parse(str(text), source))
+            except ValueError as exc:
+                raise pytest.UsageError(f"{_OPTION[source]}: {exc}") from None
+        return tuple(out)
+
+    report = path("faith_report") or (cwd / "faith-report").resolve()
+    try:
+        tolerance = Tolerance.parse(value("faith_tolerance")[0])
+    except ValueError as exc:
+        raise pytest.UsageError(f"--faith-tolerance: {exc}") from None
+    gate = str(value("faith_gate")[0])
+    if gate not in ("point", "ci"):
+        raise pytest.UsageError(f"faith_gate: {gate!r} is not 'point' or 'ci'")
+
+    models, vlms = specs("faith_model", "scorer"), specs("faith_vlm", "vlm")
+    labels = [m.label for m in (*models, *vlms)]
+    dupes = sorted({x for x in labels if labels.count(x) > 1})
+    if dupes:
+        raise pytest.UsageError(f"--faith-model/--faith-vlm: label(s) used twice: {', '.join(dupes)}")
+
+    raw_data, data_base = value("faith_data")
+    data: dict[str, Path] = {}
+    for item in raw_data or []:
+        name, sep, p = str(item).partition("=")
+        if not sep or not name.strip() or not p.strip():
+            raise pytest.UsageError(f"--faith-data: {item!r} is not NAME=PATH")
+        if name.strip() in data:
+            raise pytest.UsageError(f"--faith-data: dataset {name.strip()!r} given twice")
+        data[name.strip()] = (data_base / p.strip()).resolve()
+
+    limit_text = str(value("faith_limit")[0] or "").strip()
+    update = config.getoption("faith_update_baseline")
+    default_ini = config.getini("faith_default_thresholds")
+    default_th = DEFAULT_THRESHOLDS if default_ini is None else str(default_ini).strip()
+    return FaithOptions(
+        report_dir=report,
+        baseline=path("faith_baseline"),
+        update_baseline=bool(update if update is not None else config.getini("faith_update_baseline")),
+        tolerance=tolerance,
+        gate=cast(GateMode, gate),
+        thresholds_file=path("faith_thresholds"),
+        default_thresholds=(config.rootpath / default_th).resolve() if default_th else None,
+        default_thresholds_explicit=default_ini is not None,
+        models=models,
+        vlms=vlms,
+        data=data,
+        limit=_int(limit_text, "--faith-limit", 1) if limit_text else None,
+        seed=_int(str(value("faith_seed")[0]), "--faith-seed", 0),
+        max_exemplars=_int(str(config.getini("faith_max_exemplars")), "faith_max_exemplars", 0),
+    )

@@ -1,0 +1,120 @@
+"""The prompt texts of the five protocols, as :class:`~faithtests.models.interfaces.Prompt` values.
+
+The reference VLMs are trained on exactly these texts (rendered through their processor's chat template,
+image items first), so a suite that builds its prompts here asks them in the form they learnt. Sources:
+S3E App. A (A/B choice), IMAVB App. I.1 A1 (premise questions; the paper's "options letter" wording,
+which SPEC §3 restates as "option's letter"), AC-Bench App. C.3 (emotion reasoning, image-only,
+text-only), SPD-Faith §3 / App. B.2 (same / different, count, "There are {n} differences ...").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PIL import Image
+
+from faithtests.models.interfaces import Prompt
+from faithtests.protocols.s3e.prompts import S3E_TEMPLATE as S3E_TEMPLATE
+from faithtests.protocols.s3e.prompts import s3e_prompt as s3e_prompt
+from faithtests.world.captions import NUMBER_WORDS
+from faithtests.world.mood import EMOTIONS
+
+AB_LETTERS: tuple[str, str] = ("A", "B")
+
+IMAVB_INSTRUCTION = "Answer with the options letter from the given choices directly."
+
+_LABELS = "[" + ", ".join(EMOTIONS) + "]"
+EMOTION_TASK = (
+    "You will receive an image and a textual description. The description may be incomplete, biased, "
+    "or emotionally misleading.\nYour task:\nIdentify the ONE emotion that a typical viewer would MOST "
+    "LIKELY feel\nafter reading the description and looking at the image.\nUse ONLY ONE of the following "
+    f"emotion labels, in lowercase:\n{_LABELS}\nIMAGE + DESCRIPTION:\n"
+)
+EMOTION_QUESTION = (
+    "Question:\nWhat is the main emotion a typical viewer would feel?\n"
+    "Respond ONLY with the emotion word, in lowercase. No explanation."
+)
+IMAGE_ONLY_EMOTION = (
+    "You will receive an image.\nYour task:\nIdentify the ONE emotion that a typical viewer would MOST "
+    "LIKELY feel\nwhen seeing this image.\nUse ONLY ONE of the following emotion labels, in lowercase:\n"
+    f"{_LABELS}\nNo textual description is provided for this image.\nYou MUST decide the emotion based "
+    "ONLY on the visual content of the image.\n" + EMOTION_QUESTION
+)
+TEXT_ONLY_EMOTION = (
+    "You will be given ONE short text that describes a situation or scene.\nYour task:\nIdentify the ONE "
+    "emotion that a typical reader would MOST LIKELY feel\nbased on this text description.\nUse ONLY ONE "
+    f"of the following emotion labels, in lowercase:\n{_LABELS}\n\nText description:\n"
+    '"""{description}"""\n\nQuestion:\nWhat is the main emotion a typical reader would feel?\n'
+    "Respond ONLY with the emotion word, in lowercase. No explanation."
+)
+
+SAME_QUESTION = "Are the two pictures the same?"
+DIFFERENT_QUESTION = "Are the two pictures different?"
+COUNT_QUESTION = "How many differences are there between the two pictures? Answer with a number."
+CAPTION_QUESTION = "Describe the image."
+VERIFY_TEMPLATE = 'Does this caption match the image? Answer Yes or No.\nCaption: "{c}"'
+YES_NO: tuple[str, str] = ("Yes", "No")
+
+
+def imavb_text(question: str, options: Sequence[str]) -> str:
+    if len(options) != 6:
+        raise ValueError(f"IMAVB prompts show six options A-F, got {len(options)}")
+    lines = [f"{letter}. {text}" for letter, text in zip("ABCDEF", options, strict=True)]
+    return "Question:\n" + question + "\nOptions:\n" + "\n".join(lines) + "\n" + IMAVB_INSTRUCTION
+
+
+def imavb_prompt(image: Image.Image, question: str, options: Sequence[str]) -> Prompt:
+    """IMAVB App. I.1 A1 with the options in the order given (a suite shuffles them and maps back)."""
+    return Prompt(images=(image,), text=imavb_text(question, options))
+
+
+def emotion_prompt(image: Image.Image, description: str) -> Prompt:
+    """AC-Bench emotion reasoning prompt. The description travels in ``Prompt.description`` (its own
+    token span); the adapter places it before ``text``, i.e. where App. C.3 puts it (after
+    "IMAGE + DESCRIPTION:"), since ``text`` here is the instruction head + question joined."""
+    return Prompt(images=(image,), text=EMOTION_TASK + EMOTION_QUESTION, description=description)
+
+
+def image_only_emotion_prompt(image: Image.Image) -> Prompt:
+    return Prompt(images=(image,), text=IMAGE_ONLY_EMOTION)
+
+
+def text_only_emotion_prompt(description: str) -> Prompt:
+    return Prompt(images=(), text=TEXT_ONLY_EMOTION.format(description=description))
+
+
+def same_prompt(a: Image.Image, b: Image.Image) -> Prompt:
+    return Prompt(images=(a, b), text=SAME_QUESTION)
+
+
+def different_prompt(a: Image.Image, b: Image.Image) -> Prompt:
+    return Prompt(images=(a, b), text=DIFFERENT_QUESTION)
+
+
+def count_prompt(a: Image.Image, b: Image.Image) -> Prompt:
+    return Prompt(images=(a, b), text=COUNT_QUESTION)
+
+
+def find_text(n: int) -> str:
+    """SPD-Faith's self-consistency prompt, grammatical for n = 1."""
+    if n == 1:
+        return "There is one difference in the picture. Can you find it?"
+    return f"There are {NUMBER_WORDS[n]} differences in the picture. Can you find them?"
+
+
+def find_prompt(a: Image.Image, b: Image.Image, n: int) -> Prompt:
+    return Prompt(images=(a, b), text=find_text(n))
+
+
+def verify_prompt(image: Image.Image, caption: str) -> Prompt:
+    """Single-caption verification (P("Yes") makes a generative VLM a scorer, SPEC "Common vocabulary")."""
+    return Prompt(images=(image,), text=VERIFY_TEMPLATE.format(c=caption))
+
+
+def slot_prompt(image: Image.Image, where: str) -> Prompt:
+    """"What is on the left?": a one-hop grounding question (reference-VLM training aid)."""
+    return Prompt(images=(image,), text=f"What is {where}?")
+
+
+def caption_prompt(image: Image.Image) -> Prompt:
+    return Prompt(images=(image,), text=CAPTION_QUESTION)

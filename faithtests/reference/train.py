@@ -1,0 +1,110 @@
+"""``faithtests train-reference NAME``: (re)train one reference checkpoint into ``fixtures/NAME``.
+
+Public entry points (the CLI imports this module lazily):
+
+- :func:`train_reference` ``(name, out, seed) -> Path`` trains and returns the checkpoint directory;
+
+Recipes and their fixed hyper-parameters live in :data:`RECIPES`; the recipe text is in
+``fixtures/README.md`` together with the measured training time and held-out accuracy. Torch uses two
+threads (the reference machine has two cores); results are reproducible for a given seed, torch build
+and thread count.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+DEFAULT_SEED = 0
+
+
+def _clip(out: Path, seed: int, colourblind: bool) -> dict[str, Any]:
+    from faithtests.reference.train_clip import train_clip
+
+    return train_clip(out, seed, colourblind=colourblind)
+
+
+def _vlm(out: Path, seed: int, policy: str) -> dict[str, Any]:
+    import json
+    import shutil
+
+    from faithtests.reference.train_vlm import TWIN_STEPS, VLM_PHASES, store_half, train_vlm
+
+    if policy == "faithful":
+        # phase 1 from scratch, each later phase resumes the previous one on a fresh stream (seed + k)
+        phases = [out.parent / f".{out.name}-phase{k + 1}" for k in range(len(VLM_PHASES) - 1)] + [out]
+        metas: list[dict[str, Any]] = []
+        for k, kwargs in enumerate(VLM_PHASES):
+            init = phases[k - 1] if k else None
+            metas.append(train_vlm(phases[k], seed + k, init_from=init, **kwargs))
+        for tmp in phases[:-1]:
+            shutil.rmtree(tmp)
+        final = metas[-1]
+        final["phases"] = metas[:-1]
+        final["total_train_seconds"] = round(sum(float(m["train_seconds"]) for m in metas), 1)
+        (out / "training.json").write_text(json.dumps(final, indent=2))
+        store_half(out)
+        return final
+    base = out.parent / "vlm"
+    if not (base / "config.json").is_file():
+        raise FileNotFoundError(
+            f"{out.name} is fine-tuned from the vlm checkpoint, which is missing at {base}; "
+            "run `faithtests train-reference vlm` first"
+        )
+    # no clause/noun targets here: their heads are not saved, and fresh ones would pull on the decision
+    # states that the twin should keep (only the answer policy changes)
+    meta = train_vlm(out, seed, policy=policy, init_from=base, steps=TWIN_STEPS, truth_weight=0.0)
+    store_half(out)
+    return meta
+
+
+RECIPES: dict[str, Callable[[Path, int], dict[str, Any]]] = {
+    "clip": lambda out, seed: _clip(out, seed, colourblind=False),
+    "clip-colorblind": lambda out, seed: _clip(out, seed, colourblind=True),
+    "vlm": lambda out, seed: _vlm(out, seed, "faithful"),
+    "vlm-textbiased": lambda out, seed: _vlm(out, seed, "textbiased"),
+    "vlm-positionbiased": lambda out, seed: _vlm(out, seed, "positionbiased"),
+}
+
+
+def train_reference(name: str, out: Path | None = None, seed: int = DEFAULT_SEED) -> Path:
+    """Train reference checkpoint ``name`` into ``out`` and return it. Default: ``NAME`` under
+    ``$FAITHTESTS_FIXTURES`` or the checkout's ``fixtures/`` (an installed wheel needs ``out``)."""
+    if name not in RECIPES:
+        raise ValueError(f"unknown reference model {name!r}; expected one of {', '.join(RECIPES)}")
+    from faithtests.models.locations import writable_fixtures_root
+
+    target = out if out is not None else writable_fixtures_root() / name
+    import torch
+
+    torch.set_num_threads(2)
+    RECIPES[name](target, seed)
+    return target
+
+
+def _run(args: argparse.Namespace) -> int:
+    path = train_reference(args.name, args.out, args.seed)
+    print(f"trained {args.name} -> {path}")
+    return 0
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", choices=sorted(RECIPES))
+    p.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help="output directory (default: NAME in $FAITHTESTS_FIXTURES or checkout fixtures/)")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``faithtests train-reference NAME [--out DIR] [--seed N]`` (the core CLI passes the arguments
+    after the subcommand name)."""
+    parser = argparse.ArgumentParser(prog="faithtests train-reference",
+                                     description="Retrain a reference checkpoint of the world.")
+    _add_arguments(parser)
+    return _run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

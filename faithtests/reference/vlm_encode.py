@@ -1,0 +1,127 @@
+"""Encoding reference-VLM training examples: chat-rendered prompts, answer labels, and the token
+positions the training-only truth heads read (per noun, per clause, premise end, per image patch)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from faithtests.reference.local_models import render_prompt
+from faithtests.reference.vlm_tasks import CaptionTruth, Example
+from faithtests.reference.warmup import PATCH
+from faithtests.world.captions import PLURAL
+from faithtests.world.scene import CANVAS, SHAPES
+
+IMAGE_TOKENS = (CANVAS // PATCH) ** 2
+
+
+def approx_len(ex: Example) -> int:
+    return IMAGE_TOKENS * len(ex.prompt.images) + len((ex.prompt.description or "").split()) + len(
+        ex.prompt.text.split()) + len(ex.answer.split())
+
+
+def _find(seq: list[int], sub: list[int]) -> int:
+    """Start of the last occurrence of ``sub`` in ``seq`` (-1 if absent)."""
+    for i in range(len(seq) - len(sub), -1, -1):
+        if seq[i:i + len(sub)] == sub:
+            return i
+    return -1
+
+
+#: Words that end a caption clause ("... on the left", "... in the middle"): the clause-truth targets sit
+#: on these tokens; the noun targets on the shape words.
+CLAUSE_END_WORDS = ("left", "right", "top", "bottom", "center", "middle")
+NOUN_WORDS = (*SHAPES, *PLURAL.values())
+
+
+def _truth_targets(tok: Any, ids: list[int], truth: Sequence[CaptionTruth]) -> tuple[list[int], list[int]]:
+    """Per token, for the captions quoted in the prompt: the noun target (1/0 on each shape word: such an
+    object exists) and the clause target (1/0 on each clause end: every claim so far holds); -100
+    elsewhere."""
+    ends = set(tok.convert_tokens_to_ids(list(CLAUSE_END_WORDS)))
+    nouns = set(tok.convert_tokens_to_ids(list(NOUN_WORDS)))
+    noun_out, clause_out = [-100] * len(ids), [-100] * len(ids)
+    for t in truth:
+        sub = tok.encode(t.text, add_special_tokens=False)
+        # last occurrence: when one caption is a token prefix of the other (an other-scene foil), both
+        # get targets on the second's tokens; the flags of a shared prefix are equal, so only some
+        # supervision is lost (kept as trained: the committed checkpoints come from this labelling)
+        at = _find(ids, sub)
+        if at < 0:
+            raise ValueError(f"caption not found in its prompt: {t.text!r}")
+        for words, flags, out in ((ends, t.clauses, clause_out), (nouns, t.nouns, noun_out)):
+            pos = [at + i for i, x in enumerate(sub) if x in words]
+            if len(pos) != len(flags):
+                raise ValueError(f"{t.text!r}: {len(pos)} target words in the tokens, {len(flags)} flags")
+            for i, flag in zip(pos, flags, strict=True):
+                out[i] = int(flag)
+    return noun_out, clause_out
+
+
+def _premise_end(tok: Any, ids: list[int], ex: Example) -> int:
+    """Token index of the last word of a premise question's premise: its first position word, or
+    "background" for a background premise."""
+    q = tok.encode(ex.prompt.text, add_special_tokens=False)
+    at = _find(ids, q)
+    words = set(tok.convert_tokens_to_ids([*CLAUSE_END_WORDS, "background"]))
+    first = next((i for i, t in enumerate(q) if t in words), None)
+    if at < 0 or first is None:
+        raise ValueError(f"no premise end found in {ex.prompt.text!r}")
+    return at + first
+
+
+def encode(processor: Any, examples: Sequence[Example], extra_targets: bool = True) -> dict[str, Any]:
+    """Right-padded input ids; ``labels`` on the answer tokens and the end-of-sequence token only;
+    ``context_labels`` on the tokens of an example's ``context_caption`` inside the prompt (-100
+    elsewhere); ``truth_labels`` / ``noun_labels`` the clause and noun targets (:func:`_truth_targets`;
+    with ``extra_targets`` also the premise target) and ``patch_labels`` the per-patch difference target
+    of an image pair's second image (with ``extra_targets``)."""
+    import torch
+
+    tok = processor.tokenizer
+    texts = [render_prompt(processor, ex.prompt) for ex in examples]
+    images = [im for ex in examples for im in ex.prompt.images]
+    enc = processor(text=texts, images=images or None, padding=False)
+    rows, labels, context, truth, noun, patch = [], [], [], [], [], []
+    for ids, ex in zip(enc["input_ids"], examples, strict=True):
+        ids = list(ids)
+        ans = [*tok.encode(" " + ex.answer, add_special_tokens=False), tok.eos_token_id]
+        rows.append(ids + ans)
+        labels.append([-100] * len(ids) + ans)
+        ctx = [-100] * (len(ids) + len(ans))
+        if ex.context_caption is not None:
+            sub = tok.encode(ex.context_caption, add_special_tokens=False)
+            at = _find(ids, sub)
+            if at < 0:
+                raise ValueError(f"context caption not found in its prompt: {ex.context_caption!r}")
+            ctx[at:at + len(sub)] = sub
+        context.append(ctx)
+        noun_t, clause_t = _truth_targets(tok, ids, ex.truth)
+        if extra_targets and ex.premise_true is not None:
+            clause_t[_premise_end(tok, ids, ex)] = int(ex.premise_true)
+        patch_t = [-100] * len(ids)
+        if extra_targets and ex.patch_diff is not None:
+            image_at = [i for i, t in enumerate(ids) if t == processor.image_token_id]
+            if len(image_at) != 2 * IMAGE_TOKENS:
+                raise ValueError(f"a pair prompt has {len(image_at)} image tokens, not {2 * IMAGE_TOKENS}")
+            for i, flag in zip(image_at[IMAGE_TOKENS:], ex.patch_diff, strict=True):
+                patch_t[i] = int(flag)
+        patch.append(patch_t)
+        truth.append(clause_t)
+        noun.append(noun_t)
+    width = max(len(r) for r in rows)
+
+    def padded(seqs: list[list[int]], value: int = -100) -> Any:  # right padding to the batch width
+        return torch.tensor([q + [value] * (width - len(q)) for q in seqs])
+
+    out: dict[str, Any] = {
+        "input_ids": padded(rows, tok.pad_token_id),
+        "attention_mask": padded([[1] * len(r) for r in rows], 0),
+        "labels": padded(labels), "context_labels": padded(context), "truth_labels": padded(truth),
+        "noun_labels": padded(noun), "patch_labels": padded(patch),
+    }
+    if images:
+        out["pixel_values"] = torch.as_tensor(np.asarray(enc["pixel_values"]), dtype=torch.float32)
+    return out

@@ -1,0 +1,379 @@
+"""The ``faith`` recorder: what a suite test records (metrics, checks, exemplars, plots, item outcomes).
+
+One :class:`Faith` exists per test; its :attr:`Faith.record` (a :class:`TestRecord`) rides to the
+controller on the pytest report. Nothing here imports pytest or torch; PIL loads only for exemplars.
+
+Labels: every record carries the currently bound ``model`` and ``variant`` (see :meth:`Faith.bind`), so
+one test can record several models/variants side by side.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Literal, cast
+
+from faithtests.scorecard.model import (
+    Exemplar,
+    GateMode,
+    InvalidCount,
+    MetricResult,
+    Op,
+    Plot,
+    Series,
+    TestRecord,
+)
+from faithtests.scorecard.thresholds import Thresholds
+
+THUMBNAIL_SIDE = 128
+_EXEMPLAR_KEYS = frozenset({"image", "image_b", "texts", "scores", "reason"})
+PlotKind = Literal["line", "bar", "scatter"]
+
+
+class FaithCheckFailed(AssertionError):
+    """A metric failed its threshold (a test failure, not an error)."""
+
+
+class MissingThresholdError(LookupError):
+    """``check()`` found no threshold in the thresholds files and none was passed explicitly."""
+
+
+def items_key(name: str, model: str = "", variant: str = "base") -> str:
+    """Key of an item set in :attr:`TestRecord.items`: the name, qualified by model/variant when bound
+    (``"flips | clip | base"``) so two models' items in one test never collide."""
+    return name if (not model and variant == "base") else f"{name} | {model} | {variant}"
+
+
+def json_safe(info: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """A JSON round trip of ``info`` (``str`` for unknown types); NaN/inf are errors."""
+    try:
+        out: dict[str, Any] = json.loads(json.dumps(dict(info), default=str, allow_nan=False))
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
+    return out
+
+
+def passes(value: float, op: Op, threshold: float) -> bool:
+    if op == ">=":
+        return value >= threshold
+    if op == ">":
+        return value > threshold
+    if op == "<=":
+        return value <= threshold
+    return value < threshold
+
+
+def fmt_number(x: float | None) -> str:
+    if x is None:
+        return "undefined"
+    return f"{x:.3g}" if x != 0 and abs(x) < 1e-3 else f"{x:.3f}"
+
+
+def _finite(x: Any, what: str) -> float | None:
+    """float(x), or None for NaN; inf and non-numbers are errors."""
+    if x is None:
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} must be a number, got {type(x).__name__}: {x!r}") from None
+    if math.isnan(v):
+        return None
+    if math.isinf(v):
+        raise ValueError(f"{what} is infinite ({v}); record NaN (undefined) or a finite value")
+    return v
+
+
+def thumbnail_data_uri(image: Any, max_side: int = THUMBNAIL_SIDE, quality: int = 80) -> str:
+    """A small JPEG thumbnail (longest side <= ``max_side``) of a PIL image, an image path, or an
+    HxW(x3) uint8 array, as a ``data:`` URI. Reading errors propagate (the caller decides)."""
+    from PIL import Image
+
+    if isinstance(image, str | os.PathLike):
+        with Image.open(image) as im:
+            im.load()
+            img = im.convert("RGB")
+    elif isinstance(image, Image.Image):
+        img = image.convert("RGB")
+    elif hasattr(image, "__array_interface__"):
+        img = Image.fromarray(image).convert("RGB")
+    else:
+        raise TypeError(f"exemplar image must be a PIL image, a path or an array, got {type(image).__name__}")
+    img.thumbnail((max_side, max_side))
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=quality)
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+class Faith:
+    """Records one test's results. Created by the ``faith`` fixture; usable directly in library tests."""
+
+    def __init__(
+        self,
+        test: str,
+        suite: str,
+        *,
+        thresholds: Thresholds | None = None,
+        gate: GateMode = "point",
+        model: str = "",
+        variant: str = "base",
+        max_exemplars: int = 8,
+        role: str | None = None,
+        declared: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+    ) -> None:
+        self.record = TestRecord(test=test, suite=suite)
+        self.thresholds = thresholds if thresholds is not None else Thresholds()
+        self.gate: GateMode = gate
+        self.max_exemplars = max_exemplars
+        self.dropped_exemplars = 0  # exemplars beyond the cap (not converted, not stored)
+        self._model = model
+        self._variant = variant
+        self._family: str | None = None
+        self._role = role
+        self._declared = declared if declared is not None else {}
+
+    # -- labels -------------------------------------------------------------------------------------
+    @property
+    def suite(self) -> str:
+        return self.record.suite
+
+    @property
+    def test(self) -> str:
+        return self.record.test
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def variant(self) -> str:
+        return self._variant
+
+    def bind(self, *, model: str | None = None, variant: str | None = None,
+             family: str | None = None) -> Faith:
+        """Set the labels of subsequent records. Changing the model forgets an explicit family and the
+        role of the model the test was parametrised with."""
+        if model is not None and model != self._model:
+            self._model, self._family, self._role = str(model), None, None
+        if variant is not None:
+            self._variant = str(variant)
+        if family is not None:
+            self._family = family.lower()
+        return self
+
+    def model_info(self, label: str, info: Mapping[str, Any]) -> None:
+        """Fingerprint info of a model used by this test (spec, checkpoint hash, family, ...);
+        non-JSON values (paths, dtypes) are stored as strings."""
+        self.record.models[str(label)] = json_safe(info, f"model_info({label!r})")
+
+    def families(self) -> list[str]:
+        """Candidate model families for threshold lookup, most specific first: the bound family, then
+        what the model declares (the ``score`` kind of a non-cosine scorer such as
+        ``caption_mean_logprob``, then its ``family``) in the role the test uses it, else in the info
+        this test recorded with :meth:`model_info`. Labels are never parsed."""
+        out: list[str] = []
+        if self._family:
+            out.append(self._family)
+        declared = self._declared.get((self._model, self._role)) if self._role else None
+        info = declared or self.record.models.get(self._model) or {}
+        if info.get("score") and info["score"] != "cosine":  # a non-cosine scale before the architecture
+            out.append(str(info["score"]).lower())
+        if info.get("family"):
+            out.append(str(info["family"]).lower())
+        return list(dict.fromkeys(out))
+
+    # -- metrics ------------------------------------------------------------------------------------
+    def _find(self, name: str, slice: str | None) -> int | None:
+        for i, r in enumerate(self.record.results):
+            if (r.metric, r.slice, r.model, r.variant) == (name, slice, self._model, self._variant):
+                return i
+        return None
+
+    def metric(self, name: str, value: Any, *, ci: Sequence[Any] | None = None, n: int | None = None,
+               higher_is_better: bool = True, slice: str | None = None) -> MetricResult:
+        """Record a metric value (NaN -> undefined, which never passes a check)."""
+        if not name or "[" in name or "]" in name:
+            raise ValueError(f"metric name {name!r} must be non-empty without brackets (use slice=)")
+        where = f"{self.suite}/{name}" + (f"[{slice}]" if slice else "")
+        if self._find(name, slice) is not None:
+            raise ValueError(
+                f"{where} recorded twice for model={self._model!r}, variant={self._variant!r}"
+            )
+        v = _finite(value, f"{where} value")
+        ci_t: tuple[float, float] | None = None
+        if ci is not None and v is not None:
+            if len(ci) != 2:
+                raise ValueError(f"{where}: ci must be (lo, hi), got {ci!r}")
+            lo, hi = _finite(ci[0], f"{where} ci lo"), _finite(ci[1], f"{where} ci hi")
+            if lo is None or hi is None or lo > hi:
+                raise ValueError(f"{where}: ci {tuple(ci)!r} is not a finite interval lo <= hi")
+            ci_t = (lo, hi)
+        if n is not None and (isinstance(n, bool) or int(n) != n or n < 0):
+            raise ValueError(f"{where}: n must be a non-negative integer, got {n!r}")
+        result = MetricResult(
+            suite=self.suite, test=self.test, metric=name, value=v, model=self._model,
+            variant=self._variant, ci=ci_t, n=int(n) if n is not None else None,
+            higher_is_better=bool(higher_is_better), slice=slice,
+        )
+        self.record.results.append(result)
+        return result
+
+    def check(self, name: str, op: Op | None = None, threshold: float | None = None, *,
+              slice: str | None = None) -> MetricResult:
+        """Compare a recorded metric with its threshold, record the verdict, and assert.
+
+        The threshold comes from the thresholds files (family-specific value when the model's family
+        has one); ``op``/``threshold`` are the fallback when the files define none. Gate ``point``
+        compares the value; gate ``ci`` the conservative CI bound (lo for >=/>, hi for <=/<), or the
+        value when no CI was recorded (the result then says gate="point")."""
+        __tracebackhide__ = True  # pytest shows the suite's line, not this one
+        where = f"{self.suite}/{name}" + (f"[{slice}]" if slice else "")
+        idx = self._find(name, slice)
+        if idx is None:
+            raise LookupError(
+                f"{where}: check() before metric() for model={self._model!r}, variant={self._variant!r}"
+            )
+        r = self.record.results[idx]
+        resolved = self.thresholds.lookup(self.suite, name, slice, self.families())
+        family: str | None = None
+        if resolved is not None:
+            op, threshold, family = resolved.op, resolved.value, resolved.family
+        elif op is None or threshold is None:
+            raise MissingThresholdError(
+                f"no threshold for suite {self.suite!r}, metric {name!r}"
+                + (f", slice {slice!r}" if slice else "")
+                + f" in {self.thresholds.describe_files()}, and check() was given no op and threshold"
+            )
+        if op is None or threshold is None:  # unreachable; narrows the types
+            raise MissingThresholdError(where)
+        threshold = float(threshold)
+        gate: GateMode = self.gate if r.ci is not None else "point"
+        compared = r.value
+        if gate == "ci" and r.ci is not None:
+            compared = r.ci[0] if op in (">=", ">") else r.ci[1]
+        ok = compared is not None and passes(compared, op, threshold)
+        self.record.results[idx] = r = replace(r, threshold=threshold, op=op, passed=ok, gate=gate)
+        if not ok:
+            raise FaithCheckFailed(self._failure_message(r, family))
+        return r
+
+    def _failure_message(self, r: MetricResult, family: str | None) -> str:
+        sl = f"[{r.slice}]" if r.slice else ""
+        stats = []
+        if r.ci is not None:
+            stats.append(f"95% CI {fmt_number(r.ci[0])}–{fmt_number(r.ci[1])}")
+        if r.n is not None:
+            stats.append(f"n={r.n}")
+        paren = f" ({', '.join(stats)})" if stats else ""
+        gate = f"gate={r.gate}"
+        if r.gate == "ci" and r.ci is not None:
+            gate += f", bound {fmt_number(r.ci[0] if r.op in ('>=', '>') else r.ci[1])}"
+        labels = f"model={r.model or '-'}, variant={r.variant}" + (f", family={family}" if family else "")
+        return (
+            f"{r.suite}/{r.metric}{sl} = {fmt_number(r.value)}{paren} fails {r.op} "
+            f"{fmt_number(r.threshold)} ({gate}) [{labels}]"
+        )
+
+    # -- everything else ----------------------------------------------------------------------------
+    def exemplars(self, items: Iterable[Mapping[str, Any]]) -> list[Exemplar]:
+        """Keep failure exemplars (capped per test); images become small JPEG thumbnails here, on the
+        worker. An unreadable image is recorded as ``image=None`` with the reason saying why."""
+        kept: list[Exemplar] = []
+        for i, item in enumerate(items):
+            unknown = set(item) - _EXEMPLAR_KEYS
+            if unknown:
+                raise ValueError(
+                    f"exemplar {i}: unknown key(s) {sorted(unknown)} (allowed: {sorted(_EXEMPLAR_KEYS)})"
+                )
+            if len(self.record.exemplars) >= self.max_exemplars:
+                self.dropped_exemplars += 1
+                continue
+            reason = str(item.get("reason", ""))
+            notes: list[str] = []
+            images: list[str | None] = []
+            for key in ("image", "image_b"):
+                src = item.get(key)
+                uri: str | None = None
+                if src is not None:
+                    try:
+                        uri = thumbnail_data_uri(src)
+                    except TypeError:
+                        raise
+                    except Exception as exc:  # a display-only thumbnail must not fail the test
+                        notes.append(f"({key} unreadable: {type(exc).__name__}: {exc})")
+                images.append(uri)
+            scores: dict[str, float] = {}
+            bad: list[str] = []
+            for k, v in dict(item.get("scores", {})).items():
+                f = float(v)
+                if math.isfinite(f):
+                    scores[str(k)] = f
+                else:  # JSON has no NaN; keep the exemplar and say which score was undefined
+                    bad.append(str(k))
+            if bad:
+                notes.append(f"(non-finite scores: {', '.join(bad)})")
+            ex = Exemplar(
+                reason=" ".join([reason, *notes]).strip(),
+                texts={str(k): str(v) for k, v in dict(item.get("texts", {})).items()},
+                scores=scores, image=images[0], image_b=images[1],
+                model=self._model, variant=self._variant,
+            )
+            self.record.exemplars.append(ex)
+            kept.append(ex)
+        return kept
+
+    def invalid(self, kind: str, count: int, total: int | None = None,
+                examples: Iterable[Any] = ()) -> InvalidCount:
+        """Count inputs that could not be used (never dropped silently)."""
+        if count < 0 or (total is not None and total < count):
+            raise ValueError(f"invalid({kind!r}): need 0 <= count <= total, got {count}, {total}")
+        rec = InvalidCount(kind=kind, count=int(count), total=int(total) if total is not None else None,
+                           examples=[str(e) for e in examples][:20], model=self._model, variant=self._variant)
+        self.record.invalid.append(rec)
+        return rec
+
+    def items(self, name: str, outcomes: Mapping[Any, Any]) -> None:
+        """Item-level outcomes (bool or number per item id), for item-by-item comparison of runs."""
+        key = items_key(name, self._model, self._variant)
+        store = self.record.items.setdefault(key, {})
+        for item, outcome in outcomes.items():
+            iid = str(item)
+            if iid in store:
+                raise ValueError(f"items({name!r}): item {iid!r} recorded twice")
+            if type(outcome).__name__ in ("bool", "bool_"):  # Python and numpy (1.x: bool_, 2.x: bool)
+                store[iid] = bool(outcome)
+                continue
+            v = _finite(outcome, f"items({name!r})[{iid!r}]")
+            if v is None:
+                raise ValueError(f"items({name!r})[{iid!r}] is NaN; count it with faith.invalid() instead")
+            store[iid] = v
+
+    def plot(self, title: str, kind: str = "line", series: Iterable[Series | Mapping[str, Any]] = (),
+             x_label: str = "", y_label: str = "") -> Plot:
+        """Add a plot; NaN points become ``None`` (a gap), lengths must match."""
+        if kind not in ("line", "bar", "scatter"):
+            raise ValueError(f"plot {title!r}: kind {kind!r} is not line, bar or scatter")
+        out: list[Series] = []
+        for s in series:
+            s = s if isinstance(s, Series) else Series(**s)
+
+            def nums(vals: Sequence[Any] | None, what: str, s: Series = s) -> list[float | None] | None:
+                if vals is None:
+                    return None
+                if len(vals) != len(s.x):
+                    raise ValueError(
+                        f"plot {title!r}, series {s.name!r}: {len(vals)} {what} for {len(s.x)} x"
+                    )
+                return [_finite(v, f"plot {title!r}, series {s.name!r} {what}") for v in vals]
+
+            x = [v if isinstance(v, str) else float(v) for v in s.x]
+            y = nums(s.y, "y") or []
+            out.append(Series(name=str(s.name), x=x, y=y, lo=nums(s.lo, "lo"), hi=nums(s.hi, "hi")))
+        p = Plot(title=title, kind=cast(PlotKind, kind), series=out, x_label=x_label, y_label=y_label)
+        self.record.plots.append(p)
+        return p

@@ -1,0 +1,2 @@
+"""Tiny, deterministic model builders for tests of faithtests and of code built on it (no checkpoint,
+no download)."""

@@ -1,0 +1,229 @@
+"""The ``faithtests`` command: render, merge, compare, the pluggable train-reference, and error exits."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import types
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from _sample_scorecard import CLIP, sample_scorecard
+
+from faithtests import cli
+from faithtests.scorecard.scorecard import Scorecard, read_scorecard, write_scorecard
+
+
+def _write(sc: Scorecard, d: Path) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    return write_scorecard(sc, d / "scorecard.json")
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    rc = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_render_writes_html_next_to_the_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _write(sample_scorecard(), tmp_path / "run")
+    rc, out, _ = _run(capsys, "render", str(tmp_path / "run"))
+    html = (tmp_path / "run" / "scorecard.html").read_text()
+    assert rc == 0 and "scorecard.html" in out
+    assert html.startswith("<!DOCTYPE html>") and html.count('<table class="metrics">') == 3
+    rc, _, _ = _run(
+        capsys,
+        "render",
+        str(tmp_path / "run" / "scorecard.json"),
+        "-o",
+        str(tmp_path / "x.html"),
+        "--max-exemplars",
+        "1",
+    )
+    assert rc == 0 and "Showing 1 of 10 exemplars" in (tmp_path / "x.html").read_text()
+
+
+def test_render_with_baseline_shows_deltas(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = sample_scorecard()
+    t0 = base.tests[0]
+    base.tests[0] = replace(t0, results=[replace(t0.results[0], value=0.01), *t0.results[1:]])
+    _write(base, tmp_path / "old")
+    _write(sample_scorecard(), tmp_path / "new")
+    rc, _, _ = _run(capsys, "render", str(tmp_path / "new"), "--baseline", str(tmp_path / "old"))
+    html = (tmp_path / "new" / "scorecard.html").read_text()
+    assert rc == 0 and 'class="delta worse">Δ +0.04 (baseline 0.010)' in html
+    assert str(tmp_path / "old") in html  # the baseline is named in the header
+
+
+def _shards() -> tuple[Scorecard, Scorecard]:
+    sc = sample_scorecard()
+    a = Scorecard(
+        fingerprint={**sc.fingerprint, "start": "2025-01-01T00:00:00", "end": "2025-01-01T00:03:00"},
+        tests=[t for t in sc.tests if t.suite == "lgip"],
+    )
+    b = Scorecard(
+        fingerprint={**sc.fingerprint, "start": "2025-01-01T00:00:05", "end": "2025-01-01T00:05:00"},
+        tests=[t for t in sc.tests if t.suite == "premise"],
+    )
+    return a, b
+
+
+def test_merge_two_shards_is_the_union(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = _shards()
+    _write(a, tmp_path / "gw0")
+    _write(b, tmp_path / "gw1")
+    rc, out, err = _run(
+        capsys,
+        "merge",
+        str(tmp_path / "gw0"),
+        str(tmp_path / "gw1" / "scorecard.json"),
+        "-o",
+        str(tmp_path / "merged"),
+    )
+    assert rc == 0, err
+    merged = read_scorecard(tmp_path / "merged")
+    whole = sample_scorecard()
+    assert [t.to_json() for t in merged.tests] == [t.to_json() for t in whole.sorted().tests]
+    assert merged.fingerprint["shards"] == 2 and merged.status == "complete"
+    assert (merged.fingerprint["start"], merged.fingerprint["end"]) == (
+        "2025-01-01T00:00:00",
+        "2025-01-01T00:05:00",
+    )
+    html = (tmp_path / "merged" / "scorecard.html").read_text()
+    assert "Suite: lgip" in html and "Suite: premise" in html and "merged 2 scorecards (5 tests" in out
+
+
+def test_merge_duplicate_test_and_interrupted_shard(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = _shards()
+    _write(a, tmp_path / "a")
+    _write(Scorecard(tests=[*b.tests, a.tests[0]]), tmp_path / "dup")
+    rc, _, err = _run(capsys, "merge", str(tmp_path / "a"), str(tmp_path / "dup"), "-o", str(tmp_path / "m"))
+    assert rc == 2 and a.tests[0].test in err and "more than one shard" in err
+    assert not (tmp_path / "m").exists()
+    _write(Scorecard(tests=b.tests, status="interrupted"), tmp_path / "int")
+    rc, _, _ = _run(
+        capsys, "merge", str(tmp_path / "a"), str(tmp_path / "int"), "-o", str(tmp_path / "m.json")
+    )
+    assert rc == 0 and read_scorecard(tmp_path / "m.json").status == "interrupted"
+    assert "Run interrupted" in (tmp_path / "m.html").read_text()
+
+
+def _regressed() -> Scorecard:
+    """The sample with reference:clip's E_inv up from 0.05 to 0.09 (lower is better) and one item flipped."""
+    sc = sample_scorecard()
+    t0 = sc.tests[0]
+    sc.tests[0] = replace(
+        t0,
+        results=[replace(t0.results[0], value=0.09), *t0.results[1:]],
+        items={"invariant": {"img1": False, "img2": True, "img3": False}},
+    )
+    return sc
+
+
+def test_compare_prints_deltas_and_flips(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _write(sample_scorecard(), tmp_path / "ckpt-0410")
+    _write(_regressed(), tmp_path / "ckpt-0420")
+    rc, out, _ = _run(capsys, "compare", str(tmp_path / "ckpt-0410"), str(tmp_path / "ckpt-0420"))
+    assert rc == 0  # compare reports; the pytest gate decides
+    line = next(ln for ln in out.splitlines() if ln.startswith("REGRESSION"))
+    assert "lgip/E_inv" in line and CLIP in line and "0.050" in line and "0.090" in line and "+0.040" in line
+    assert "1 regression(s)" in out and "1 item(s) flipped" in out
+    assert "test_invariance[reference:clip] invariant img1: True -> False" in out
+    rc, out, _ = _run(
+        capsys,
+        "compare",
+        str(tmp_path / "ckpt-0410"),
+        str(tmp_path / "ckpt-0420"),
+        "--json",
+        "--tolerance",
+        "100%",
+    )
+    data = json.loads(out)
+    assert rc == 0 and data["tolerance"] == "100%"
+    assert not [d for d in data["deltas"] if d["status"] == "regression"]  # within 100% of 0.05
+    assert [f["item"] for f in data["flips"]] == ["img1"]  # booleans flip regardless of tolerance
+    assert any(
+        ln.startswith("unchanged")
+        for ln in _run(capsys, "compare", str(tmp_path / "ckpt-0410"), str(tmp_path / "ckpt-0420"))[
+            1
+        ].splitlines()
+    )
+    rc, out, _ = _run(
+        capsys, "compare", str(tmp_path / "ckpt-0410"), str(tmp_path / "ckpt-0420"), "--changed-only"
+    )
+    assert rc == 0 and not any(ln.startswith("unchanged") for ln in out.splitlines())
+    assert any(ln.startswith("REGRESSION") for ln in out.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (None, "no such scorecard"),
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "top level is not an object"),
+        ('{"schema_version": 99, "tests": []}', "schema_version 99"),
+        ('{"schema_version": 1, "tests": [{"suite": "x"}]}', "malformed test record"),
+        ('{"schema_version": 1, "tests": [], "fingerprint": 3}', "cannot read scorecard"),
+    ],
+)
+def test_user_errors_exit_2_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, needle: str
+) -> None:
+    bad = tmp_path / "bad.json"
+    if content is not None:
+        bad.write_text(content)
+    good = _write(sample_scorecard(), tmp_path / "good")
+    for argv in (
+        ["render", str(bad)],
+        ["compare", str(good), str(bad)],
+        ["merge", str(good), str(bad), "-o", str(tmp_path / "o")],
+    ):
+        rc, _, err = _run(capsys, *argv)
+        assert rc == 2, argv
+        assert str(bad) in err and needle in err and "Traceback" not in err
+
+
+def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = _write(sample_scorecard(), tmp_path / "good")
+    rc, _, err = _run(capsys, "compare", str(good), str(good), "--tolerance", "five")
+    assert rc == 2 and "tolerance 'five' is not a number" in err
+    rc, _, err = _run(capsys)
+    assert rc == 2 and "required" in err
+    rc, _, err = _run(capsys, "render", str(good), "--max-exemplars", "-1")
+    assert rc == 2 and "'-1' must be >= 0" in err
+    rc, out, _ = _run(capsys, "--help")
+    assert rc == 0 and "compare" in out and "train-reference" in out
+    rc, _, err = _run(capsys, "render", str(good), "-o", str(good / "scorecard.json" / "x.html"))
+    assert rc == 2 and "cannot write" in err
+
+
+def test_train_reference_is_a_pass_through(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: list[list[str]] = []
+    fake = types.ModuleType("faith_fake_train")
+    fake.main = lambda argv: seen.append(argv) or 7  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "faith_fake_train", fake)
+    monkeypatch.setitem(cli.EXTERNAL_SUBCOMMANDS, "train-reference", ("faith_fake_train", "train"))
+    rc, _, _ = _run(capsys, "train-reference", "clip", "--seed", "3", "-h")
+    assert rc == 7 and seen == [["clip", "--seed", "3", "-h"]]
+    monkeypatch.setitem(
+        cli.EXTERNAL_SUBCOMMANDS, "train-reference", ("faithtests.world._absent_train", "train")
+    )
+    rc, _, err = _run(capsys, "train-reference", "clip")
+    assert rc == 2 and "train-reference is not available" in err and "Traceback" not in err
+
+
+def test_console_script_runs_without_traceback(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "faithtests.cli", "render", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2 and "nope" in proc.stderr and "Traceback" not in proc.stderr
