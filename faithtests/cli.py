@@ -29,7 +29,8 @@ from faithtests.scorecard.scorecard import (
 # name -> (module, help). The module must define ``main(argv: list[str]) -> int`` with its own
 # argparse (prog "faithtests NAME"); it is imported only when the subcommand runs.
 EXTERNAL_SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "train-reference": ("faithtests.world.train", "train a bundled reference model (seeded) into fixtures/"),
+    "train-reference": ("faithtests.reference.train",
+                        "train a bundled reference model (seeded) into fixtures/"),
 }
 
 
@@ -72,6 +73,17 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     baseline, current = _read(args.a), _read(args.b)
     comparison = compare(current, baseline, args.tolerance)
+    if args.csv is not None:
+        from faithtests.scorecard.frames import deltas_frame
+
+        frame = deltas_frame(comparison)
+        if args.csv == "-":
+            frame.to_csv(sys.stdout, index=False)
+            return 0
+        try:
+            frame.to_csv(args.csv, index=False)
+        except OSError as exc:
+            raise UsageError(f"--csv {args.csv}: {exc}") from exc
     if args.json:
         print(json.dumps(comparison.to_json(), indent=1))
     else:
@@ -184,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="absolute (0.01) or relative (5%%) slack before a move counts as a regression",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--csv", metavar="PATH", default=None,
+                   help="also write one row per metric (pandas-ready) to PATH; '-': only the CSV, on stdout")
     p.add_argument("--changed-only", action="store_true", help="hide unchanged metrics")
     p.add_argument(
         "--max-flips", type=_count, default=50, help="item flips listed in text output (default 50)"
