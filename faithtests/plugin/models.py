@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 DEFAULT_SCORER = "reference:clip"
 DEFAULT_VLM = "reference:vlm"
 _LOADED = pytest.StashKey[dict[tuple[str, str, str, int], Any]]()
+_LARGEST = pytest.StashKey[int]()  # parameters of the largest model this process loaded
+_THREADS = pytest.StashKey[dict[str, Any]]()  # the thread choice in effect (fingerprinted per model)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -46,6 +48,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="model dtype (default float32)")
     g.addoption("--faith-batch-size", dest="faith_batch_size", type=int, default=16, metavar="N",
                 help="batch size of encoders and forwards (default 16)")
+    g.addoption("--faith-threads", dest="faith_threads", default=None, type=int, metavar="N",
+                help="torch intra-op threads per process (default: 1 for small models, else cores / "
+                     "xdist workers; OMP_NUM_THREADS is respected) (ini: faith_threads)")
+    parser.addini("faith_threads", "torch intra-op threads per process (see --faith-threads)", default="")
     g.addoption("--faith-no-vlm-scorer", dest="faith_no_vlm_scorer", action="store_true", default=False,
                 help="do not run the scorer suites (invariance, LGIP flips) on the caption log-likelihood "
                      "of each --faith-vlm")
@@ -176,7 +182,48 @@ def load_cached(config: pytest.Config, spec: str) -> Any:
     key = (spec, device, dtype, batch)
     if key not in cache:
         cache[key] = load_model(spec, device=device, dtype=dtype, batch_size=batch)
+        _set_threads(config, cache[key])
     return cache[key]
+
+
+def requested_threads(config: pytest.Config) -> int | None:
+    """``--faith-threads``, else the ini ``faith_threads``, else None (the policy decides)."""
+    value = config.getoption("faith_threads", None)
+    if value is None:
+        text = str(config.getini("faith_threads") or "").strip()
+        if not text:
+            return None
+        if not text.isdigit():
+            raise pytest.UsageError(f"ini faith_threads: {text!r} is not a whole number")
+        value = int(text)
+    if int(value) < 1:
+        raise pytest.UsageError(f"--faith-threads must be >= 1, got {value}")
+    return int(value)
+
+
+def _set_threads(config: pytest.Config, model: Any) -> None:
+    """Apply the thread policy (faithtests.models.threads) after each load: the largest model so far
+    decides the automatic choice."""
+    from faithtests.models.threads import (
+        apply_threads,
+        choose_threads,
+        parameter_count,
+        usable_cores,
+        xdist_workers,
+    )
+
+    params = parameter_count(model)
+    largest = max(config.stash.get(_LARGEST, 0), params or 0)
+    config.stash[_LARGEST] = largest
+    choice = choose_threads(requested_threads(config), os.environ, usable_cores(), xdist_workers(os.environ),
+                            largest if params is not None else None)
+    config.stash[_THREADS] = {"torch_threads": apply_threads(choice), "thread_policy": choice.reason}
+
+
+def thread_info(config: pytest.Config) -> dict[str, Any]:
+    """The thread choice in effect in this process (empty before the first model load)."""
+    info: dict[str, Any] = config.stash.get(_THREADS, {})
+    return dict(info)
 
 
 def _spec(request: pytest.FixtureRequest, role: Role) -> ModelSpec:
@@ -213,7 +260,8 @@ def faith_scorer(request: pytest.FixtureRequest) -> ImageTextScorer:
         model = VLMScorer(model)
     if not isinstance(model, ImageTextScorer):
         raise TypeError(f"{m.option} {m.spec!r} loaded a {type(model).__name__}, not an image-text scorer")
-    register_model_info(request.config, m.label, {**model.fingerprint(), "label": m.label, "role": m.source},
+    register_model_info(request.config, m.label, {**model.fingerprint(), "label": m.label, "role": m.source,
+                                                  **thread_info(request.config)},
                         role=m.role)
     return model
 
@@ -230,6 +278,7 @@ def faith_vlm(request: pytest.FixtureRequest) -> VisionLanguageModel:
             f"{m.option} {m.spec!r} loaded a {type(model).__name__}, not a generative VLM "
             "(dual encoders go to --faith-model)"
         )
-    register_model_info(request.config, m.label, {**model.fingerprint(), "label": m.label, "role": m.source},
+    register_model_info(request.config, m.label, {**model.fingerprint(), "label": m.label, "role": m.source,
+                                                  **thread_info(request.config)},
                         role=m.role)
     return model

@@ -11,7 +11,7 @@ from typing import Any
 import numpy  # noqa: F401  (inline runs restore sys.modules: heavy modules must be imported already)
 import open_clip  # noqa: F401
 import pytest
-import torch  # noqa: F401
+import torch
 import transformers  # noqa: F401
 
 from faithtests.plugin.models import worker_device
@@ -239,3 +239,32 @@ def test_models_named_in_the_ini_file_count_as_named(
     result = project.runpytest_inprocess(*PLUGINS, "--collect-only", "-q")
     collected = [line.split("[", 1)[1].rstrip("]") for line in result.outlines if "::test_a[" in line]
     assert collected == ["oc"]
+
+
+def test_thread_choice_is_applied_and_fingerprinted(
+    project: pytest.Pytester, tiny_dir: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tiny model gets one thread under the automatic policy; --faith-threads overrides it; the
+    choice lands in the scorecard with the model's info."""
+    before = torch.get_num_threads()
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTEST_XDIST_WORKER_COUNT"):
+        monkeypatch.delenv(var, raising=False)
+    project.makepyfile(test_suite="""
+        import torch
+
+        def test_a(faith, faith_scorer):
+            faith.metric("threads", torch.get_num_threads())
+    """)
+    spec = f"oc=open_clip:local-dir:{tiny_dir('open_clip')}"
+    try:
+        for extra, threads, policy in (((), 1, "auto: models below"), (("--faith-threads", "3"), 3,
+                                                                       "--faith-threads")):
+            result = project.runpytest_inprocess(*PLUGINS, "--faith-model", spec, "--faith-report", "out",
+                                                 *extra)
+            result.assert_outcomes(passed=1)
+            card = json.loads((project.path / "out" / "scorecard.json").read_text())
+            info = card["fingerprint"]["models"]["oc"]
+            assert info["torch_threads"] == threads and info["thread_policy"].startswith(policy)
+            assert card["results"][0]["value"] == threads
+    finally:
+        torch.set_num_threads(before)
