@@ -1,7 +1,8 @@
 """Ground-truth flips: meaning-changing edits of a caption spec, each verified false against the scene.
 
-Unlike a string substitution (LGIP App. A.2, implemented generically in ``faithtests.perturb``), these
-keep grammatical agreement and are *checked*: a returned foil never describes the scene. Kinds:
+Unlike a string substitution (LGIP App. A.2, implemented generically in
+``faithtests.protocols.lgip``), these keep grammatical agreement and are *checked*: a returned foil
+never describes the scene. Kinds:
 
 - ``colour`` / ``number`` / ``object``: LGIP's three flip types on one mention (colour, count, shape);
 - ``relation``: two mentions at different positions swap positions (S3E "relation" stress);

@@ -54,7 +54,7 @@ S3E = ["suites/test_flip_sensitivity.py", "-k", "forced_choice or hidden_stress"
 def test_vlm_as_a_scorer_passes_the_lgip_suites_beside_its_s3e_tests(tmp_path: Path) -> None:
     """Issue 5: suites 1 and 2a also run on each --faith-vlm as a scorer, beside its S3E tests in one
     session (both under the label reference:vlm); the scorer checks use the log-likelihood thresholds
-    (the binding that guarantees it whatever the test order: tests/test_plugin.py)."""
+    (the declared score family, whatever the test order: tests/plugin/test_plugin.py)."""
     outcomes = run_suites(tmp_path, "suites/test_flip_sensitivity.py", "suites/test_invariance.py", "-k",
                           "(paraphrase_invariance or flip_positive_rate or forced_choice) and vlm",
                           "--faith-model", "reference:clip", "--faith-vlm", "reference:vlm")
