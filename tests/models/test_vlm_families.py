@@ -257,3 +257,27 @@ def test_caption_logprob_matches_manual(vlm: HFVisionLanguageModel, images: list
     manual = torch.stack([logp[p - 1, ids[p]] for p in range(a, b)]).mean()
     assert abs(float(scores[1]) - float(manual)) < 1e-4
     assert vlm.processor.tokenizer.decode(ids[a:b]) == caps[1]
+
+
+def test_metrics_are_batch_invariant(family: str, load_tiny: Callable[..., Any], images: list[Any],
+                                     prompts: list[Prompt]) -> None:
+    """Batch size 1 vs 16 (padding side, attention masks, position ids): the scores a suite reads agree
+    within 1e-5, and so do the metrics computed from them (LGIP Eqs. 2 and 5, S3E decisions)."""
+    from faithtests.models.vlm_scorer import VLMScorer
+    from faithtests.protocols.lgip.metrics import invariance_error, positive_rate
+
+    one, sixteen = load_tiny(family, batch_size=1), load_tiny(family, batch_size=16)
+    imgs = [images[i % 3] for i in range(6)]
+    caps = ["a red circle", "two dog on the red square", "a blue square above a cat",
+            "a red circle", "one cat", "three green triangle in a row"]
+    flips = ["a blue circle", "two cat on the red square", "a red square above a cat",
+             "a red square", "one dog", "three green circle in a row"]
+    s1 = [VLMScorer(one).similarity(imgs, t).double().numpy() for t in (caps, flips)]
+    s16 = [VLMScorer(sixteen).similarity(imgs, t).double().numpy() for t in (caps, flips)]
+    for a, b in zip(s1, s16, strict=True):
+        assert abs(a - b).max() < 1e-5
+    assert abs(invariance_error(*s1) - invariance_error(*s16)) < 1e-5
+    assert positive_rate(*s1) == positive_rate(*s16)
+    d1, d16 = one.decide(prompts, ["A", "B"]), sixteen.decide(prompts, ["A", "B"])
+    assert (d1.logits - d16.logits).abs().max() < 1e-5 and (d1.states - d16.states).abs().max() < 1e-5
+    assert torch.equal(d1.logits.argmax(-1), d16.logits.argmax(-1))
