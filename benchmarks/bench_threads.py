@@ -4,8 +4,8 @@ Two parts, each timed quiet and under a competing CPU load the benchmark makes i
 process per core, as on a shared CI runner):
 
 1. model size sweep: A/B decisions of LLaVA-layout VLMs (random init; the cost does not depend on the
-   weights) from ~0.1M to ~100M parameters, 1 thread vs all cores: where does one thread stop winning?
-   That crossing is ``SMALL_MODEL_PARAMS``.
+   weights) from ~0.16M to ~30M parameters, 1 thread vs all cores: where does one thread stop winning?
+   ``SMALL_MODEL_PARAMS`` is set from it (the largest size measured while no crossing is found).
 2. the suite: ``pytest suites/ -k "forced_choice_order_accuracy and orig"`` on the bundled reference
    VLM, with torch's default threads (``--faith-threads`` = cores) vs the policy (no option).
 

@@ -1,8 +1,7 @@
 """The faithtests pytest plugin: options, markers, the ``faith`` fixture, result collection, the
 threshold and baseline gates, the scorecard and the terminal summary. Hooks only: the logic lives in
 :mod:`faithtests.plugin.options`, :mod:`faithtests.scorecard.recording` and :mod:`faithtests.scorecard`,
-and torch is
-imported only when a collected test carries the ``gpu`` marker.
+and torch is imported only when a collected test carries the ``gpu`` marker.
 
 Data flow: each test's :class:`~faithtests.scorecard.model.TestRecord` is serialised into the test
 report's ``user_properties`` (``("faithtests", json)``), so under xdist it reaches the controller with
@@ -253,7 +252,7 @@ def pytest_runtest_makereport(
     pending = {k: v for k, v in infos.items() if sent.get(k) != v}
     if pending:
         props.append((MODELS_PROPERTY, json.dumps(pending, sort_keys=True, default=str)))
-        sent.update(pending)
+        sent.update({k: dict(v) for k, v in pending.items()})  # copies: later registrations merge in place
     if _wants_record(item):
         if call.when == "call" or (call.when == "setup" and not report.passed):
             recorder = item.stash.get(FAITH_KEY, None)

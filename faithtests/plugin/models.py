@@ -58,6 +58,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    requested_threads(config)  # a bad --faith-threads / faith_threads is a usage error now, not at load
     if not config.pluginmanager.has_plugin("xdist"):
         config.addinivalue_line("markers", "xdist_group(name): models of one label stay on one xdist worker")
 
@@ -260,7 +261,7 @@ def faith_scorer(request: pytest.FixtureRequest) -> ImageTextScorer:
         model = VLMScorer(model)
     if not isinstance(model, ImageTextScorer):
         raise TypeError(f"{m.option} {m.spec!r} loaded a {type(model).__name__}, not an image-text scorer")
-    register_model_info(request.config, m.label, {**model.fingerprint(), "label": m.label, "role": m.source,
+    register_model_info(request.config, m.label, {**model.fingerprint(), "label": m.label, "option": m.option,
                                                   **thread_info(request.config)},
                         role=m.role)
     return model
@@ -278,7 +279,7 @@ def faith_vlm(request: pytest.FixtureRequest) -> VisionLanguageModel:
             f"{m.option} {m.spec!r} loaded a {type(model).__name__}, not a generative VLM "
             "(dual encoders go to --faith-model)"
         )
-    register_model_info(request.config, m.label, {**model.fingerprint(), "label": m.label, "role": m.source,
+    register_model_info(request.config, m.label, {**model.fingerprint(), "label": m.label, "option": m.option,
                                                   **thread_info(request.config)},
                         role=m.role)
     return model

@@ -66,7 +66,9 @@ def test_parametrised_by_label_and_fingerprinted(
                                  "*test_scorer?llava?*PASSED*", "*test_vlm?llava?*PASSED*"])
     card = json.loads((project.path / "out" / "scorecard.json").read_text())
     models = card["fingerprint"]["models"]
-    assert models["llava"]["family"] == "llava" and models["llava"]["role"] == "vlm"
+    assert models["llava"]["family"] == "llava" and models["llava"]["option"] == "--faith-vlm"
+    # both roles' info reached the controller: the VLM's own spec (registered second) and the scorer's kind
+    assert models["llava"]["spec"].startswith("hf:") and models["llava"]["score"] == "caption_mean_logprob"
     assert len(models["llava"]["checkpoint_sha256"]["model.safetensors"]) == 64
     assert models["llava"]["dtype"] == "float32" and models["llava"]["device"] == "cpu"
 

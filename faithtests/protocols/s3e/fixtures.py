@@ -46,7 +46,12 @@ def _s3e_records(config: pytest.Config) -> tuple[list[Any], dict[str, Any], dict
     records = [w.record for w in world]
     images: dict[str, Any] = {w.record.item_id: w.image for w in world}
     excluded: dict[str, int] = {}
-    if "sugarcrepe" in run.data and "coco" in run.data:
+    if "sugarcrepe" in run.data and "coco" not in run.data:
+        raise pytest.UsageError(
+            "--faith-data sugarcrepe=... needs the COCO images too: add --faith-data coco=DIR "
+            "(its val2017/ holds the SugarCrepe images)"
+        )
+    if "sugarcrepe" in run.data:
         from faithtests.data.sugarcrepe import load_sugarcrepe
         from faithtests.protocols.s3e.roles import build_s3e_records
         from faithtests.protocols.s3e.sources import from_sugarcrepe
