@@ -227,6 +227,12 @@ def thread_info(config: pytest.Config) -> dict[str, Any]:
     return dict(info)
 
 
+def _register(config: pytest.Config, m: ModelSpec, model: Any) -> None:
+    """Fingerprint of a loaded model, with the thread choice, under its label and in its role."""
+    info = {**model.fingerprint(), "label": m.label, "option": m.option, **thread_info(config)}
+    register_model_info(config, m.label, info, role=m.role)
+
+
 def _spec(request: pytest.FixtureRequest, role: Role) -> ModelSpec:
     param = getattr(request, "param", None)
     if isinstance(param, ModelSpec):
@@ -261,9 +267,7 @@ def faith_scorer(request: pytest.FixtureRequest) -> ImageTextScorer:
         model = VLMScorer(model)
     if not isinstance(model, ImageTextScorer):
         raise TypeError(f"{m.option} {m.spec!r} loaded a {type(model).__name__}, not an image-text scorer")
-    register_model_info(request.config, m.label, {**model.fingerprint(), "label": m.label, "option": m.option,
-                                                  **thread_info(request.config)},
-                        role=m.role)
+    _register(request.config, m, model)
     return model
 
 
@@ -279,7 +283,5 @@ def faith_vlm(request: pytest.FixtureRequest) -> VisionLanguageModel:
             f"{m.option} {m.spec!r} loaded a {type(model).__name__}, not a generative VLM "
             "(dual encoders go to --faith-model)"
         )
-    register_model_info(request.config, m.label, {**model.fingerprint(), "label": m.label, "option": m.option,
-                                                  **thread_info(request.config)},
-                        role=m.role)
+    _register(request.config, m, model)
     return model

@@ -218,6 +218,9 @@ def parse_options(config: pytest.Config) -> FaithOptions:
         if name.strip() in data:
             raise pytest.UsageError(f"--faith-data: dataset {name.strip()!r} given twice")
         data[name.strip()] = (data_base / p.strip()).resolve()
+    if "sugarcrepe" in data and "coco" not in data:
+        raise pytest.UsageError("--faith-data sugarcrepe=... needs the COCO images too: add --faith-data "
+                                "coco=DIR (its val2017/ holds the SugarCrepe images)")
 
     limit_text = str(value("faith_limit")[0] or "").strip()
     update = config.getoption("faith_update_baseline")

@@ -278,6 +278,7 @@ def test_option_errors_and_values(pytester: pytest.Pytester) -> None:
     for args, text in [
         (("--faith-data", "coco"), "--faith-data: 'coco' is not NAME=PATH"),
         (("--faith-data", "a=x", "--faith-data", "a=y"), "dataset 'a' given twice"),
+        (("--faith-data", "sugarcrepe=x"), "sugarcrepe=... needs the COCO images too"),
         (("--faith-tolerance", "abc"), "--faith-tolerance: tolerance 'abc'"),
         (("--faith-limit", "0"), "--faith-limit: 0 must be >= 1"),
         (("--faith-seed", "x"), "--faith-seed: 'x' is not an integer"),

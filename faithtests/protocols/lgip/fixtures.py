@@ -10,12 +10,14 @@ plugin's ``faith_scorer`` fixture, requested by name. torch loads only when a fi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pytest
 
 from faithtests.config import run_config
+
+if TYPE_CHECKING:  # numpy is not imported at plugin load
+    import numpy as np
 
 #: Scale of the default reference-world run: enough images for CIs of a few points, fast on 2 cores.
 WORLD_IMAGES = 64
@@ -63,12 +65,7 @@ def _workload(config: pytest.Config, name: str) -> Any:
             cache[name] = world_workload(run.capped(WORLD_IMAGES), seed=run.seed)
         elif name == "coco":
             cache[name] = coco_workload(run.data["coco"], limit=run.limit)
-        else:
-            if "coco" not in run.data:
-                raise pytest.UsageError(
-                    "--faith-data sugarcrepe=... needs the COCO images too: add --faith-data coco=DIR "
-                    "(its val2017/ holds the SugarCrepe images)"
-                )
+        else:  # the plugin checked that COCO (its val2017/ holds the images) comes with SugarCrepe
             cache[name] = sugarcrepe_workload(run.data["sugarcrepe"], run.data["coco"] / "val2017",
                                               limit=run.limit)
     return cache[name]

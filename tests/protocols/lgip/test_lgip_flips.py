@@ -11,19 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from faithtests.protocols.lgip import (
-    LGIP_VOCABULARIES,
-    Paraphrase,
+from faithtests.protocols.lgip.flips import LGIP_VOCABULARIES, flip_one, make_combined_flips, make_flips
+from faithtests.protocols.lgip.jsonl import load_lgip_jsonl
+from faithtests.protocols.lgip.paraphrase import Paraphrase
+from faithtests.protocols.lgip.perturb import (
     PerturbConfig,
     coverage,
-    flip_one,
-    make_combined_flips,
-    make_flips,
     pairs_from_lgip_record,
     perturb_captions,
     perturbation_pairs,
 )
-from faithtests.protocols.lgip.jsonl import load_lgip_jsonl
 
 
 def test_vocabularies_are_appendix_a2() -> None:
@@ -129,7 +126,7 @@ def test_perturb_captions_draw_order_is_the_public_code_order() -> None:
     caps = ["A red bus on a street.", "A blue car near a dog."]
     out = perturb_captions(caps, config=PerturbConfig(combined=False))
     rng = np.random.default_rng(42)
-    from faithtests.protocols.lgip import make_paraphrases
+    from faithtests.protocols.lgip.paraphrase import make_paraphrases
 
     for cap, got in zip(caps, out, strict=True):
         assert make_paraphrases(cap, rng, vocabularies=LGIP_VOCABULARIES) == got.paraphrases

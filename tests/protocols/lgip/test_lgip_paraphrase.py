@@ -11,24 +11,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from faithtests.protocols.lgip import (
+from faithtests.protocols.lgip.flips import LGIP_VOCABULARIES
+from faithtests.protocols.lgip.paraphrase import (
     LGIP_SIMPLE_MARKERS,
-    LGIP_VOCABULARIES,
     SIMPLE_TEMPLATES,
-    SYNONYM_TABLE,
     filter_candidates,
     make_paraphrases,
     paraphrase_candidates,
     sample_capped,
     tag_paraphrase,
-    usable_synonyms,
 )
 from faithtests.protocols.lgip.rewrite_rules import (
+    SYNONYM_TABLE,
     discourse_marker,
     front_prepositional_phrase,
     front_while_clause,
     passive_voice,
     synonym_swap,
+    usable_synonyms,
 )
 
 

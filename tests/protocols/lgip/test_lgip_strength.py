@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from faithtests.protocols.lgip import (
+from faithtests.protocols.lgip.strength import (
     LGIP_ALPHA,
     LGIP_TYPE_PRIOR,
     flip_strength,
