@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 import torch
 
+from faithtests.models.store import OutputStore, decode_array, encode_array
+
 if TYPE_CHECKING:
     from PIL import Image
 
@@ -61,6 +63,18 @@ def checkpoint_sha256(paths: Sequence[Path]) -> dict[str, str]:
     return {f.name: file_sha256(f) for f in files}
 
 
+def content_sha256(paths: Sequence[Path]) -> dict[str, str]:
+    """{file name: sha256} of every file among ``paths`` (directories one level): weights *and* the
+    configs, tokenizer and preprocessing files beside them, which change outputs just as much."""
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            files.extend(sorted(f for f in p.iterdir() if f.is_file()))
+        elif p.is_file():
+            files.append(p)
+    return {f.name: file_sha256(f) for f in files}
+
+
 @dataclass
 class CacheStats:
     """Counters: ``encoded`` items actually run through the encoder, ``hits`` served from the cache,
@@ -93,6 +107,15 @@ class EncodeCache(Generic[T]):
         self.batch_size = batch_size
         self.stats = CacheStats()
         self._rows: dict[tuple[str, Hashable], torch.Tensor] = {}
+        self._store: OutputStore | None = None
+        self._store_ns: str | None = None
+        self._owner: str | None = None
+
+    def attach(self, store: OutputStore, owner: str | None, kind: str) -> None:
+        """Read and write rows through a persistent store too, under ``owner`` (a model's namespace;
+        None: never stored) and ``kind``. Keys must then be strings (content digests)."""
+        self._store, self._owner = store, owner
+        self._store_ns = f"{owner}|{kind}" if owner else None
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -111,6 +134,14 @@ class EncodeCache(Generic[T]):
             if key not in self._rows and key not in missing:
                 missing[key] = item
         self.stats.hits += len(items) - len(missing)
+        if self._store is not None and self._store_ns is None:
+            self._store.stats(None).uncacheable += len(missing)
+        if self._store is not None and self._store_ns is not None and missing:
+            stored = self._store.get(self._store_ns, [str(k[1]) for k in missing])
+            self._store.stats(self._owner).hits += len(stored)
+            for key in [k for k in missing if str(k[1]) in stored]:
+                self._rows[key] = decode_array(stored[str(key[1])])
+                del missing[key]
         pending = list(missing.items())
         for start in range(0, len(pending), self.batch_size):
             chunk = pending[start : start + self.batch_size]
@@ -120,6 +151,10 @@ class EncodeCache(Generic[T]):
             rows = rows.detach().float().cpu()
             for (key, _), row in zip(chunk, rows, strict=True):
                 self._rows[key] = row
+            if self._store is not None and self._store_ns is not None:
+                fresh = {str(k[1]): encode_array(r) for (k, _), r in zip(chunk, rows, strict=True)}
+                self._store.put(self._store_ns, fresh)
+                self._store.stats(self._owner).writes += len(fresh)
             self.stats.calls += 1
             self.stats.encoded += len(chunk)
         return torch.stack([self._rows[k] for k in keys])

@@ -57,6 +57,7 @@ class HFDualEncoder(CachedDualEncoder):
         meta = {"family": family, "architecture": self.model_type,
                 "checkpoint_sha256": checkpoint_sha256(files)}
         super().__init__(spec, device=device, dtype=dtype, batch_size=batch_size, meta=meta)
+        self._files = files
 
     def _text_padding(self) -> dict[str, Any]:
         if self.model_type in _MAX_LENGTH_PADDING:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from faithtests.models.cache import checkpoint_sha256, image_key
+from faithtests.models.cache import checkpoint_sha256, content_sha256, image_key
 from faithtests.models.hooks import AttentionContext, attention_context, mlp_scales, register_attention
 from faithtests.models.interfaces import Attentions, Decision, Hooks, Prompt, TokenSpans
 from faithtests.models.prefix import ForwardRunner, Reduce
@@ -36,12 +36,25 @@ from faithtests.models.prompting import (
     image_token_id,
     option_token_ids,
 )
+from faithtests.models.store import (
+    ARRAY_CODEC,
+    TEXT_CODEC,
+    OutputStore,
+    digest,
+    hooks_key,
+    model_namespace,
+)
 
 if TYPE_CHECKING:
     from PIL import Image
 
 #: Instruction of the VLM-as-scorer prompt (caption log-likelihood given the image).
 DEFAULT_INSTRUCTION = "Describe the image."
+
+
+def prompt_key(prompt: Prompt) -> str:
+    """Content digest of a prompt: its images' pixels, its text and description."""
+    return digest([[image_key(im) for im in prompt.images], prompt.text, prompt.description])
 
 
 def _check_prompts(prompts: Sequence[Prompt]) -> None:
@@ -90,6 +103,26 @@ class HFVisionLanguageModel:
         self.runner = ForwardRunner(self.model, self.layers, device, dtype)
         self._files = [Path(path)] if Path(path).is_dir() else []
         self._sha: dict[str, str] | None = None
+        self.store: OutputStore | None = None
+        self.store_namespace: str | None = None
+
+    def use_store(self, store: OutputStore) -> None:
+        """Read and write outputs through a persistent :class:`OutputStore` (``--faith-cache``): option
+        logits and states, caption log-probs, next-token logits and generations; not attentions."""
+        self.store = store
+        self.store_namespace = model_namespace(content_sha256(self._files), type(self).__name__, self.dtype,
+                                         self.device, {"answer_prefix": self.answer_prefix})
+
+    def _stored(self, kind: str, hooks: Hooks | None, n: int, key: Callable[[int], str],
+                compute: Callable[[list[int]], list[Any]], as_text: bool = False) -> list[Any]:
+        """``compute(indices)`` for the rows the store does not hold; all ``n`` rows when there is no
+        store (then no key is computed: hashing images costs time)."""
+        if self.store is None:
+            return compute(list(range(n)))
+        hk, owner = hooks_key(hooks), self.store_namespace
+        ns = f"{owner}|{kind}|{hk}" if owner is not None and hk is not None else None
+        keys = [key(i) for i in range(n)]
+        return self.store.rows(owner, ns, keys, compute, TEXT_CODEC if as_text else ARRAY_CODEC)
 
     # ------------------------------------------------------------------------------------ batching
     def encode(self, prompts: Sequence[Prompt], padding_side: str = "right") -> EncodedBatch:
@@ -169,10 +202,21 @@ class HFVisionLanguageModel:
         def reduce(logits: torch.Tensor, _valid: torch.Tensor, _targets: torch.Tensor) -> torch.Tensor:
             return logits[:, 0, index.to(logits.device)]
 
-        logits, states = self._run(prompts, reduce, True, hooks)
+        def compute(rows: list[int]) -> list[torch.Tensor]:
+            lg, st = self._run([prompts[r] for r in rows], reduce, True, hooks)
+            assert st is not None
+            # one stored row per prompt: its K option logits, then its L x D states, flattened
+            return [torch.cat([lg[j].float().flatten(), st[:, j].float().flatten()]).cpu()
+                    for j in range(len(rows))]
+
+        _check_prompts(prompts)
+        flat = torch.stack(self._stored(f"decide{tuple(options)}", hooks, len(prompts),
+                                        lambda i: prompt_key(prompts[i]), compute))
+        k = len(ids)
+        logits = flat[:, :k]
+        states = flat[:, k:].reshape(len(prompts), self.num_layers, -1).transpose(0, 1)
         if hooks is not None and hooks.logit_adjuster is not None and options:
             logits = hooks.logit_adjuster(logits, list(options))
-        assert states is not None
         return Decision(logits=logits, states=states)
 
     def option_logits(
@@ -191,7 +235,12 @@ class HFVisionLanguageModel:
         def reduce(logits: torch.Tensor, _valid: torch.Tensor, _targets: torch.Tensor) -> torch.Tensor:
             return logits[:, 0]
 
-        return self._run(prompts, reduce, False, hooks)[0]
+        def compute(rows: list[int]) -> list[torch.Tensor]:
+            return list(self._run([prompts[r] for r in rows], reduce, False, hooks)[0].float().cpu())
+
+        _check_prompts(prompts)
+        return torch.stack(self._stored("next_token", hooks, len(prompts), lambda i: prompt_key(prompts[i]),
+                                        compute))
 
     def caption_logprob(
         self, images: Sequence[Image.Image], captions: Sequence[str], instruction: str = DEFAULT_INSTRUCTION
@@ -203,19 +252,25 @@ class HFVisionLanguageModel:
             raise ValueError(f"caption_logprob: {len(images)} images but {len(captions)} captions")
         prompts = [Prompt(images=(im,), text=instruction) for im in images]
 
-        def encode_rows(rows: list[int]) -> tuple[EncodedBatch, list[list[int]]]:
-            enc, spans = encode_with_answers(
-                self.processor, self.config, [prompts[r] for r in rows], [captions[r] for r in rows]
-            )
-            return enc, [list(range(a - 1, b - 1)) for a, b in spans]
-
         def reduce(logits: torch.Tensor, valid: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
             logp = torch.log_softmax(logits.float(), dim=-1)
             picked = logp.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
             picked = torch.where(valid, picked, torch.zeros_like(picked))
             return picked.sum(dim=1) / valid.sum(dim=1)
 
-        return self._run(prompts, reduce, False, None, encode_rows)[0]
+        def compute(rows: list[int]) -> list[torch.Tensor]:
+            sub = [prompts[r] for r in rows]
+            caps = [captions[r] for r in rows]
+
+            def encode_sub(idx: list[int]) -> tuple[EncodedBatch, list[list[int]]]:
+                enc, spans = encode_with_answers(self.processor, self.config, [sub[i] for i in idx],
+                                                 [caps[i] for i in idx])
+                return enc, [list(range(a - 1, b - 1)) for a, b in spans]
+
+            return list(self._run(sub, reduce, False, None, encode_sub)[0].float().cpu())
+
+        return torch.stack(self._stored("caption_logprob", None, len(prompts),
+                                        lambda i: digest([prompt_key(prompts[i]), captions[i]]), compute))
 
     @torch.inference_mode()
     def attentions(self, prompts: Sequence[Prompt], hooks: Hooks | None = None) -> Attentions:
@@ -243,11 +298,17 @@ class HFVisionLanguageModel:
         ]
         return Attentions(weights=weights, spans=_merge_spans([e.spans for _, e in chunks]))
 
-    @torch.inference_mode()
     def generate(
         self, prompts: Sequence[Prompt], max_new_tokens: int = 32, hooks: Hooks | None = None
     ) -> list[str]:
         _check_prompts(prompts)
+        return self._stored(f"generate{max_new_tokens}", hooks, len(prompts),
+                            lambda i: prompt_key(prompts[i]),
+                            lambda rows: self._generate([prompts[r] for r in rows], max_new_tokens, hooks),
+                            as_text=True)
+
+    @torch.inference_mode()
+    def _generate(self, prompts: Sequence[Prompt], max_new_tokens: int, hooks: Hooks | None) -> list[str]:
         texts: dict[int, str] = {}
         tok = self.processor.tokenizer
         for start in range(0, len(prompts), self.batch_size):

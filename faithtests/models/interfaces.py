@@ -80,11 +80,15 @@ class Hooks:
     ``attention`` modifiers see every query row of the call ([batch, heads, q, k], keys at absolute
     positions, spans of the call's batch) in every method, generation included; ``mlp_scale`` multiplies
     the FFN's residual contribution; ``logit_adjuster`` applies to option logits (``option_logits`` /
-    ``decide``), not to free generation."""
+    ``decide``), not to free generation.
+
+    ``tag`` names the attention modifiers and their parameters (e.g. ``"cecs(alpha=0.5)"``): the
+    persistent output cache keys on it, and never stores a call whose modifiers carry no tag."""
 
     attention: dict[int, AttentionModifier] = field(default_factory=dict)  # layer -> modifier
     mlp_scale: dict[int, float] = field(default_factory=dict)  # layer -> factor on the MLP output
     logit_adjuster: LogitAdjuster | None = None
+    tag: str | None = None
 
 
 @runtime_checkable

@@ -127,6 +127,17 @@ class OpenClipScorer(CachedDualEncoder):
         meta = {"family": family, "checkpoint_sha256": checkpoint_sha256(files)}
         self._trim_text = _trimmable_text_tower(self.model)
         super().__init__(spec, device=device, dtype=dtype, batch_size=batch_size, meta=meta)
+        # What names the outputs besides the files: the architecture and preprocessing of a named model.
+        config_json = body.split("@", 1)[0]
+        is_json = config_json.endswith(".json") and not body.startswith("local-dir:")
+        self._files = files + ([Path(config_json).expanduser()] if is_json else [])
+        self._identity = "" if name.startswith("local-dir:") else repr(
+            (name, sorted((k, str(v)) for k, v in create_kwargs.items() if k != "pretrained")))
+
+    def _store_identity(self) -> str:
+        import open_clip
+
+        return f"open_clip {open_clip.__version__} {self._identity}"
 
     @staticmethod
     def _resolve_named(

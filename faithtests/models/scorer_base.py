@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from faithtests.models.cache import EncodeCache, image_key, text_key
+from faithtests.models.cache import EncodeCache, content_sha256, image_key, text_key
+from faithtests.models.store import OutputStore, model_namespace
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -57,6 +59,8 @@ class CachedDualEncoder(ABC):
         self.dtype = dtype
         self.batch_size = batch_size
         self._meta = dict(meta)
+        self._files: list[Path] = []  # set by subclasses: what the persistent cache's namespace hashes
+        self.store_namespace: str | None = None  # set by use_store
         ns = f"{spec}|{self._meta.get('checkpoint_sha256')}|{dtype}"
         self.image_cache: EncodeCache[Image.Image] = EncodeCache(
             f"{ns}|image", image_key, self._encode_images_normalised, batch_size
@@ -102,6 +106,18 @@ class CachedDualEncoder(ABC):
     def similarity_matrix(self, images: Sequence[Image.Image], texts: Sequence[str]) -> torch.Tensor:
         """All pairs: [len(images), len(texts)] cosines."""
         return self.encode_images(images) @ self.encode_texts(texts).T
+
+    def use_store(self, store: OutputStore, options: dict[str, Any] | None = None) -> None:
+        """Read and write embeddings through a persistent :class:`OutputStore` (``--faith-cache``)."""
+        self.store_namespace = model_namespace(
+            content_sha256(self._files), type(self).__name__, self.dtype, self.device,
+            {"identity": self._store_identity(), **(options or {})})
+        self.image_cache.attach(store, self.store_namespace, "image")
+        self.text_cache.attach(store, self.store_namespace, "text")
+
+    def _store_identity(self) -> str:
+        """What besides the files names the model (open_clip's architecture name for a hub checkpoint)."""
+        return ""
 
     def cache_stats(self) -> dict[str, int]:
         return {

@@ -22,6 +22,7 @@ from faithtests.models.cache import CacheStats, EncodeCache, image_key, text_key
 from faithtests.models.hf_vlm import DEFAULT_INSTRUCTION, HFVisionLanguageModel
 from faithtests.models.interfaces import Prompt
 from faithtests.models.scorer_base import check_images, check_texts
+from faithtests.models.store import OutputStore, digest
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -44,6 +45,17 @@ class VLMScorer:
         self.image_cache: EncodeCache[Image.Image] = EncodeCache(
             f"{ns}|image", image_key, self._embed_images, vlm.batch_size
         )
+
+    def use_store(self, store: OutputStore) -> None:
+        """Persistent outputs (``--faith-cache``): pair scores through the VLM's store, embeddings here."""
+        self.vlm.use_store(store)
+        ns = self.vlm.store_namespace
+        self.text_cache.attach(store, ns, "scorer-text")
+        self.image_cache.attach(store, ns, f"scorer-image|{digest(self.instruction)}")
+
+    @property
+    def store_namespace(self) -> str | None:
+        return self.vlm.store_namespace
 
     def similarity(self, images: Sequence[Image.Image], texts: Sequence[str]) -> torch.Tensor:
         """Mean caption log-prob per pair [N] (higher = better match)."""

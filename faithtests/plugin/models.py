@@ -8,11 +8,14 @@
   (its caption log-likelihood; ``--faith-no-vlm-scorer`` turns that off); the default VLM joins only a
   run that names no model at all.
 - Every test using a fixture is parametrised over the specs (ids = labels), carries one
-  ``xdist_group(name=LABEL)`` mark per model so ``--dist loadgroup`` keeps a model on one worker, and the
-  ``gpu`` mark when the device was set to CUDA explicitly (such tests skip on machines without CUDA).
+  ``xdist_group`` mark per model (:mod:`.distribution`: a model stays on one worker, a small one per
+  model stage), and the ``gpu`` mark when the device was set to CUDA explicitly (such tests skip on
+  machines without CUDA).
 - Models are loaded once per process and kept (a per-session cache keyed by spec, device, dtype, batch
   size), even when pytest reorders parametrised session fixtures.
 - Under xdist, worker ``gwN`` uses ``cuda:N % device_count`` when the device is CUDA without an index.
+- ``--faith-cache DIR`` (ini ``faith_cache``): model outputs persist in DIR (:mod:`faithtests.models.store`)
+  and each model's hits/writes land in its fingerprint (``output_cache``).
 - Each loaded model's fingerprint (spec, checkpoint sha256, dtype, device, declared family and score
   kind) is registered so it lands in the scorecard and selects family thresholds.
 
@@ -27,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from faithtests.plugin.distribution import group_name, worker_device
 from faithtests.plugin.options import ModelSpec, Role, get_options, register_model_info
 
 if TYPE_CHECKING:
@@ -37,6 +41,8 @@ DEFAULT_VLM = "reference:vlm"
 _LOADED = pytest.StashKey[dict[tuple[str, str, str, int], Any]]()
 _LARGEST = pytest.StashKey[int]()  # parameters of the largest model this process loaded
 _THREADS = pytest.StashKey[dict[str, Any]]()  # the thread choice in effect (fingerprinted per model)
+_STORE = pytest.StashKey[Any]()  # this process's OutputStore when --faith-cache is set
+_REGISTERED = pytest.StashKey[dict[str, Any]]()  # label -> a loaded model, for its cache counts
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,6 +58,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="torch intra-op threads per process (default: 1 for small models, else cores / "
                      "xdist workers; OMP_NUM_THREADS is respected) (ini: faith_threads)")
     parser.addini("faith_threads", "torch intra-op threads per process (see --faith-threads)", default="")
+    g.addoption("--faith-cache", dest="faith_cache", default=None, metavar="DIR",
+                help="keep model outputs in DIR and reuse them on later runs (off by default; keyed by "
+                     "checkpoint and input content, dtype, device, hooks) (ini: faith_cache)")
+    parser.addini("faith_cache", "persistent model-output cache directory (see --faith-cache)", default="")
     g.addoption("--faith-no-vlm-scorer", dest="faith_no_vlm_scorer", action="store_true", default=False,
                 help="do not run the scorer suites (invariance, LGIP flips) on the caption log-likelihood "
                      "of each --faith-vlm")
@@ -121,43 +131,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             continue
         params = []
         for m in specs(metafunc.config):
-            marks: list[pytest.MarkDecorator] = [pytest.mark.xdist_group(name=m.label)]
+            group = group_name(metafunc, fixture, m.label, m.spec)
+            marks: list[pytest.MarkDecorator] = [pytest.mark.xdist_group(name=group)]
             if _explicit_cuda(metafunc.config):
                 marks.append(pytest.mark.gpu)
             if (why := _untrained_default(metafunc.config, m)) is not None:
                 marks.append(pytest.mark.skip(reason=why))
             params.append(pytest.param(m, id=m.label, marks=marks))
         metafunc.parametrize(fixture, params, indirect=True, scope="session")
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Compatibility shim for ``--dist loadgroup`` on pytest >= 9.2 (pytest-dev/pytest-xdist#1386):
-    xdist appends ``@group`` to the legacy ``_nodeid`` field, which pytest 9.2's structured node ids no
-    longer read, so groups are silently ignored and a model would load on every worker. Runs on the
-    workers after xdist's hook and writes the suffixed id into the structured id; a no-op where xdist's
-    own suffix took effect or pytest has no structured ids."""
-    if not getattr(config.option, "loadgroup", False):
-        return
-    try:
-        from _pytest.nodeid import NodeId  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        return
-    for item in items:
-        marks = item.iter_markers("xdist_group")
-        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks})
-        suffix = "@" + "_".join(groups)
-        if not groups or item.nodeid.endswith(suffix) or not hasattr(item, "_id"):
-            continue
-        item._id = NodeId.parse(item.nodeid + suffix)
-
-
-def worker_device(device: str, worker: str | None, device_count: int) -> str:
-    """Pin xdist worker ``gwN`` to ``cuda:N % device_count`` when ``device`` is plain "cuda"."""
-    if device != "cuda" or not worker or device_count < 2:
-        return device
-    digits = worker.removeprefix("gw")
-    return f"cuda:{int(digits) % device_count}" if digits.isdigit() else device
 
 
 def resolved_device(config: pytest.Config) -> str:
@@ -184,7 +165,46 @@ def load_cached(config: pytest.Config, spec: str) -> Any:
     if key not in cache:
         cache[key] = load_model(spec, device=device, dtype=dtype, batch_size=batch)
         _set_threads(config, cache[key])
+        attach_store(config, cache[key])
     return cache[key]
+
+
+def cache_dir(config: pytest.Config) -> str | None:
+    """``--faith-cache``, else the ini ``faith_cache`` (relative to the rootdir), else None (off)."""
+    value = config.getoption("faith_cache", None)
+    if value:
+        return str(value)
+    text = str(config.getini("faith_cache") or "").strip()
+    return str(config.rootpath / text) if text else None
+
+
+def attach_store(config: pytest.Config, model: Any) -> None:
+    """With ``--faith-cache``: one store per process, shared by every model that can use one."""
+    where = cache_dir(config)
+    if where is None or not hasattr(model, "use_store"):
+        return
+    if _STORE not in config.stash:
+        from faithtests.models.store import OutputStore
+
+        config.stash[_STORE] = OutputStore(where)
+    model.use_store(config.stash[_STORE])
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Refresh each registered model's cache counters; the teardown report carries them to the controller."""
+    store = item.config.stash.get(_STORE, None)
+    if store is None:
+        return
+    for label, model in item.config.stash.get(_REGISTERED, {}).items():
+        counts = store.stats(getattr(model, "store_namespace", None)).as_dict()
+        # no role: these counts are not what the model declares (its threshold family)
+        register_model_info(item.config, label, {"output_cache": {"dir": str(store.root), **counts}})
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    store = config.stash.get(_STORE, None)
+    if store is not None:
+        store.close()
 
 
 def requested_threads(config: pytest.Config) -> int | None:
@@ -209,6 +229,7 @@ def _set_threads(config: pytest.Config, model: Any) -> None:
         apply_threads,
         choose_threads,
         parameter_count,
+        tokenizers_parallelism,
         usable_cores,
         xdist_workers,
     )
@@ -216,9 +237,14 @@ def _set_threads(config: pytest.Config, model: Any) -> None:
     params = parameter_count(model)
     largest = max(config.stash.get(_LARGEST, 0), params or 0)
     config.stash[_LARGEST] = largest
-    choice = choose_threads(requested_threads(config), os.environ, usable_cores(), xdist_workers(os.environ),
+    workers = xdist_workers(os.environ)
+    choice = choose_threads(requested_threads(config), os.environ, usable_cores(), workers,
                             largest if params is not None else None)
-    config.stash[_THREADS] = {"torch_threads": apply_threads(choice), "thread_policy": choice.reason}
+    threads = apply_threads(choice)
+    if (value := tokenizers_parallelism(os.environ, threads, workers)) is not None:
+        os.environ["TOKENIZERS_PARALLELISM"] = value
+    config.stash[_THREADS] = {"torch_threads": threads, "thread_policy": choice.reason,
+                              "tokenizers_parallelism": os.environ.get("TOKENIZERS_PARALLELISM", "default")}
 
 
 def thread_info(config: pytest.Config) -> dict[str, Any]:
@@ -231,6 +257,7 @@ def _register(config: pytest.Config, m: ModelSpec, model: Any) -> None:
     """Fingerprint of a loaded model, with the thread choice, under its label and in its role."""
     info = {**model.fingerprint(), "label": m.label, "option": m.option, **thread_info(config)}
     register_model_info(config, m.label, info, role=m.role)
+    config.stash.setdefault(_REGISTERED, {})[m.label] = model
 
 
 def _spec(request: pytest.FixtureRequest, role: Role) -> ModelSpec:
@@ -265,6 +292,7 @@ def faith_scorer(request: pytest.FixtureRequest) -> ImageTextScorer:
     model = load_cached(request.config, m.spec)
     if isinstance(model, HFVisionLanguageModel):
         model = VLMScorer(model)
+        attach_store(request.config, model)
     if not isinstance(model, ImageTextScorer):
         raise TypeError(f"{m.option} {m.spec!r} loaded a {type(model).__name__}, not an image-text scorer")
     _register(request.config, m, model)

@@ -12,6 +12,7 @@ from faithtests.models.threads import (
     ThreadChoice,
     choose_threads,
     parameter_count,
+    tokenizers_parallelism,
     xdist_workers,
 )
 
@@ -60,3 +61,10 @@ def test_parameter_count_of_an_adapter_and_of_a_wrapped_vlm() -> None:
     assert parameter_count(Adapter()) == 8 == parameter_count(Wrapper())
     nothing: Any = object()
     assert parameter_count(nothing) is None
+
+
+def test_tokenizers_parallelism_off_when_cores_are_taken() -> None:
+    assert tokenizers_parallelism({}, threads=1, workers=1) == "false"  # torch runs one thread
+    assert tokenizers_parallelism({}, threads=2, workers=2) == "false"  # other workers share the cores
+    assert tokenizers_parallelism({}, threads=4, workers=1) is None  # a whole machine to itself
+    assert tokenizers_parallelism({"TOKENIZERS_PARALLELISM": "true"}, threads=1, workers=2) is None  # user's

@@ -14,7 +14,7 @@ import pytest
 import torch
 import transformers  # noqa: F401
 
-from faithtests.plugin.models import worker_device
+from faithtests.plugin.distribution import worker_device
 
 PLUGINS = ("-p", "faithtests.plugin", "-p", "no:cacheprovider",
            "-p", "no:hypothesispytest", "-p", "no:anyio")

@@ -3,12 +3,12 @@
 Output layout is the one :mod:`faithtests.protocols.s3e.metrics` consumes: logits
 ``[items, orders, roles, 2]``
 and states ``[layers, items, orders, roles, D]`` (float32, CPU). Each record's 9 prompts go to
-``vlm.decide`` together so the shared image+question prefix is computed once per record.
+``vlm.decide`` together so the shared image+question prefix is computed once per record. Progress
+(records done / total) goes to :func:`faithtests.progress.stage`, silent unless a sink is installed.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from PIL import Image
 
 from faithtests.models.interfaces import Hooks, VisionLanguageModel
+from faithtests.progress import stage
 from faithtests.protocols.s3e.layout import ORIG, POS, ROLES, SWAP
 from faithtests.protocols.s3e.prompts import PROMPT_SLOTS, record_prompts
 from faithtests.protocols.s3e.records import S3ERecord
@@ -37,7 +38,6 @@ def run_forced_choice(
     *,
     hooks: Hooks | None = None,
     records_per_call: int = 4,
-    progress: bool = False,
 ) -> ForcedChoiceRun:
     """A/B logits and pre-answer states of every (record, order, role) prompt."""
     if not records:
@@ -45,28 +45,25 @@ def run_forced_choice(
     n = len(records)
     logits: NDArray[np.float32] | None = None
     states: NDArray[np.float32] | None = None
-    for start in range(0, n, records_per_call):
-        chunk = records[start:start + records_per_call]
-        prompts = [p for r in chunk for p in record_prompts(r, image_of(r))]
-        d = vlm.decide(prompts, AB, hooks)
-        lg = d.logits.float().cpu().numpy()
-        st = d.states.float().cpu().numpy()
-        if not (np.isfinite(lg).all() and np.isfinite(st).all()):
-            raise FloatingPointError(f"run_forced_choice: non-finite logits/states in records {start}..")
-        if logits is None or states is None:
-            logits = np.zeros((n, 2, len(ROLES), 2), dtype=np.float32)
-            states = np.zeros((st.shape[0], n, 2, len(ROLES), st.shape[-1]), dtype=np.float32)
-        for j in range(len(chunk)):
-            for s, (order, role) in enumerate(PROMPT_SLOTS):
-                row = j * len(PROMPT_SLOTS) + s
-                orders = (ORIG, SWAP) if role == POS else (order,)  # c+ vs c+ fills both orders
-                for o in orders:
-                    logits[start + j, o, role] = lg[row]
-                    states[:, start + j, o, role] = st[:, row]
-        if progress:
-            done = min(start + records_per_call, n)
-            print(f"\rS3E {vlm.spec}: {done}/{n} records", end="", file=sys.stderr)
-    if progress:
-        print(file=sys.stderr)
+    with stage("S3E forced choice", total=n, model=vlm.spec) as progress:
+        for start in range(0, n, records_per_call):
+            chunk = records[start:start + records_per_call]
+            prompts = [p for r in chunk for p in record_prompts(r, image_of(r))]
+            d = vlm.decide(prompts, AB, hooks)
+            lg = d.logits.float().cpu().numpy()
+            st = d.states.float().cpu().numpy()
+            if not (np.isfinite(lg).all() and np.isfinite(st).all()):
+                raise FloatingPointError(f"run_forced_choice: non-finite logits/states in records {start}..")
+            if logits is None or states is None:
+                logits = np.zeros((n, 2, len(ROLES), 2), dtype=np.float32)
+                states = np.zeros((st.shape[0], n, 2, len(ROLES), st.shape[-1]), dtype=np.float32)
+            for j in range(len(chunk)):
+                for s, (order, role) in enumerate(PROMPT_SLOTS):
+                    row = j * len(PROMPT_SLOTS) + s
+                    orders = (ORIG, SWAP) if role == POS else (order,)  # c+ vs c+ fills both orders
+                    for o in orders:
+                        logits[start + j, o, role] = lg[row]
+                        states[:, start + j, o, role] = st[:, row]
+            progress.advance(len(chunk))
     assert logits is not None and states is not None
     return ForcedChoiceRun(logits, states)

@@ -1,0 +1,165 @@
+"""Benchmark: whole ``pytest suites/`` runs, each variant against its naive baseline in one run.
+
+Ratios (each pair timed back to back, same machine state; wall seconds of the pytest subprocess):
+
+1. xdist: ``-n 2`` (loadgroup + per-stage groups for small models, faithtests.plugin.distribution)
+   vs serial (alternated, medians), and vs xdist's own default ``--dist load``; beside it the machine's
+   own parallel ceiling (one CPU-bound job alone vs two at once), since a shared 2-vCPU machine does
+   not always give a second process a whole core;
+2. output cache: ``--faith-cache DIR`` warm (second run) vs cold (first run, empty DIR);
+3. threads (the issue's table): torch's default threads (``--faith-threads`` = cores) vs the policy,
+   for the default run and for ``-k "forced_choice_order_accuracy and orig"``.
+
+Every run passes ``--faith-no-progress`` and writes its scorecard to a temporary directory. The
+scorecards of serial, ``-n 2`` and warm-cache runs are compared: the metric values must be equal.
+
+    python benchmarks/bench_suite_runs.py [--parts xdist,cache,threads] [--select "not premise"]
+        [--repeats 2] [--out benchmarks/results/suite_runs.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import environment, write_result
+
+from faithtests.models.threads import usable_cores
+
+ROOT = Path(__file__).resolve().parents[1]
+FORCED = ["-k", "forced_choice_order_accuracy and orig"]
+
+
+#: Extra pytest arguments for every run (``--select``), e.g. ``-k "not premise"``.
+SELECT: list[str] = []
+
+
+def run(*args: str, env_threads: str | None = None) -> tuple[float, Path]:
+    """Wall seconds of ``pytest suites/ ARGS`` and its report directory (fails loudly on a failed run)."""
+    report = Path(tempfile.mkdtemp(prefix="faith_bench_"))
+    cmd = [sys.executable, "-m", "pytest", "suites/", "-q", "-p", "no:cacheprovider", "--faith-no-progress",
+           "--faith-report", str(report), *SELECT, *args]
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    env["HF_HUB_OFFLINE"] = "1"
+    if env_threads is not None:
+        env["OMP_NUM_THREADS"] = env_threads
+    load = round(os.getloadavg()[0], 2)
+    start = time.perf_counter()
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-3000:]}")
+    print(f"{wall:7.1f} s  load {load:5.2f}  pytest suites/ {' '.join(args)}", flush=True)
+    return wall, report
+
+
+def metrics(report: Path) -> dict[str, Any]:
+    card = json.loads((report / "scorecard.json").read_text(encoding="utf-8"))
+    return {f"{r['test']}|{r['metric']}|{r['model']}|{r['variant']}|{r.get('slice')}": r["value"]
+            for t in card["tests"] for r in t["results"]}
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return a.keys() == b.keys() and all(a[k] == b[k] or (a[k] != a[k] and b[k] != b[k]) for k in a)
+
+
+def _kernel(_: int = 0) -> float:
+    """A fixed CPU-bound job (pure Python plus one-thread matmuls, like a test process's mix)."""
+    import torch
+
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    x, a = 0, torch.randn(384, 384)
+    for i in range(10_000_000):
+        x += i * i
+    for _ in range(500):
+        a @ a
+    return time.perf_counter() - start
+
+
+def parallel_ceiling(repeats: int = 3) -> dict[str, Any]:
+    """What two processes can gain on this machine right now: the same job alone and two at once.
+    ``ceiling`` = 2 x alone / slower-of-two (2.0 on two free cores)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    alone, pair = [], []
+    with ProcessPoolExecutor(2) as pool:
+        for _ in range(repeats):
+            alone.append(pool.submit(_kernel).result())
+            pair.append(max(pool.map(_kernel, range(2))))
+    a, p = sorted(alone)[len(alone) // 2], sorted(pair)[len(pair) // 2]
+    return {"alone_s": round(a, 2), "two_at_once_s": round(p, 2), "ceiling": round(2 * a / p, 2)}
+
+
+def xdist_part(repeats: int) -> dict[str, Any]:
+    """Serial and -n 2 alternated ``repeats`` times (medians), then --dist load once."""
+    ceiling = parallel_ceiling()
+    serial_runs, n2_runs = [], []
+    for _ in range(repeats):
+        serial, rs = run()
+        n2, rn = run("-n", "2")
+        serial_runs.append(serial)
+        n2_runs.append(n2)
+    load, _ = run("-n", "2", "--dist", "load")
+    med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+    return {"machine_parallel_ceiling": ceiling,
+            "serial_s": [round(x, 1) for x in serial_runs], "n2_loadgroup_s": [round(x, 1) for x in n2_runs],
+            "n2_dist_load_s": round(load, 1),
+            "speedup_n2_vs_serial_median": round(med(serial_runs) / med(n2_runs), 2),
+            "speedup_n2_vs_dist_load": round(load / med(n2_runs), 2),
+            "same_metrics_as_serial": _same(metrics(rs), metrics(rn))}
+
+
+def cache_part() -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="faith_cache_") as cache:
+        cold, rc = run("--faith-cache", cache)
+        warm, rw = run("--faith-cache", cache)
+        models = json.loads((rw / "scorecard.json").read_text(encoding="utf-8"))["fingerprint"]["models"]
+        counts = {label: info.get("output_cache") for label, info in models.items()}
+    return {"cold_s": round(cold, 1), "warm_s": round(warm, 1), "speedup_warm_vs_cold": round(cold / warm, 2),
+            "warm_output_cache": counts, "same_metrics_as_cold": _same(metrics(rc), metrics(rw))}
+
+
+def threads_part() -> dict[str, Any]:
+    cores = str(usable_cores())
+    out: dict[str, Any] = {}
+    for name, args in (("forced_choice_orig", FORCED), ("default_run", [])):
+        naive, _ = run(*args, "--faith-threads", cores)
+        policy, _ = run(*args)
+        one, _ = run(*args, env_threads="1")
+        out[name] = {"default_threads_s": round(naive, 1), "policy_s": round(policy, 1),
+                     "omp_num_threads_1_s": round(one, 1), "speedup_policy": round(naive / policy, 2)}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--parts", default="xdist,cache,threads")
+    parser.add_argument("--repeats", type=int, default=2, help="serial / -n 2 pairs (medians)")
+    parser.add_argument("--select", default="", help='pytest -k expression for every run, e.g. "not premise"')
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "suite_runs.json"))
+    args = parser.parse_args()
+    env = environment()
+    if args.select:
+        SELECT.extend(["-k", args.select])
+    parts = {"xdist": lambda: xdist_part(args.repeats), "cache": cache_part, "threads": threads_part}
+    results = {name: parts[name]() for name in args.parts.split(",")}
+    write_result({
+        "benchmark": "pytest suites/ runs: -n 2 vs serial, warm vs cold cache, thread policy vs default",
+        "environment": env, "cores": usable_cores(), "load_average_1min_end": round(os.getloadavg()[0], 2),
+        "select": args.select or "all of suites/",
+        **results,
+        "note": "one run per variant, pairs back to back; load_average_1min (start/end) says what else ran "
+                "(other agents' test runs share this 2-core machine)",
+    }, args.out)
+
+
+if __name__ == "__main__":
+    main()

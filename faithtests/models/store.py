@@ -1,0 +1,210 @@
+"""A persistent store of model outputs (``--faith-cache DIR``), so a re-run redoes no forward pass.
+
+One SQLite file per directory (``outputs.sqlite3``, WAL mode: xdist workers read and write it at the
+same time). A row is ``(namespace, key) -> value``:
+
+- the *namespace* is :func:`model_namespace`: a digest of everything that decides a model's numbers —
+  the checkpoint files' sha256, the adapter class, dtype, device type, library versions and adapter
+  options — plus the output kind (``"image"``, ``"decide"``, ...) and, for VLM calls, the hooks'
+  :func:`hooks_key`. Changed weights, dtype, device or hooks are a different namespace: a miss.
+- the *key* is the content digest of one input row (image pixels, prompt text, caption...).
+- the *value* is one row of output: a float32/float64 array in ``.npy`` bytes (read back with
+  ``allow_pickle=False``), or UTF-8 text.
+
+Outputs are stored per row, so a run that asks for a superset of an earlier run's inputs computes only
+the new rows. A model whose weights cannot be hashed (no weight files found) gets no namespace and is
+never stored: a cache hit must be exactly what the model would compute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+import torch
+
+if TYPE_CHECKING:
+    from faithtests.models.interfaces import Hooks
+
+#: Bump when a value's encoding or a key's meaning changes: every old row becomes a miss.
+FORMAT_VERSION = 1
+DB_NAME = "outputs.sqlite3"
+
+V = TypeVar("V")
+
+
+def digest(parts: object) -> str:
+    """sha256 of a JSON-serialisable description (keys sorted, so dict order never matters)."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+def model_namespace(
+    checkpoint_sha256: Mapping[str, str] | None,
+    adapter: str,
+    dtype: torch.dtype,
+    device: torch.device,
+    options: Mapping[str, Any] | None = None,
+) -> str | None:
+    """Namespace of one loaded model's outputs, or None when its weights were not hashed."""
+    if not checkpoint_sha256:
+        return None
+    import transformers
+
+    return digest({
+        "format": FORMAT_VERSION,
+        "weights": dict(checkpoint_sha256),
+        "adapter": adapter,
+        "dtype": str(dtype),
+        "device": device.type,  # numerics differ between CPU and CUDA kernels, not between cuda:0 and :1
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "options": dict(options or {}),
+    })
+
+
+def hooks_key(hooks: Hooks | None) -> str | None:
+    """What the stored outputs of a call under ``hooks`` depend on; None when they cannot be keyed.
+
+    Attention modifiers are code, not data: they are keyed by ``hooks.tag`` (which must name them and
+    their parameters) and a call with modifiers but no tag is never stored. MLP scales are data. The
+    logit adjuster is not part of the key: adapters store the logits before it and apply it after.
+    """
+    if hooks is None or not (hooks.attention or hooks.mlp_scale):
+        return "none"  # no hooks, or only a logit adjuster: the stored outputs are the plain model's
+    if hooks.attention and not hooks.tag:
+        return None
+    return digest({"tag": hooks.tag if hooks.attention else None,
+                   "attention_layers": sorted(hooks.attention),
+                   "mlp_scale": sorted(hooks.mlp_scale.items())})
+
+
+def encode_array(value: np.ndarray[Any, Any] | torch.Tensor) -> bytes:
+    array = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=False)
+    return buf.getvalue()
+
+
+def decode_array(blob: bytes) -> torch.Tensor:
+    return torch.from_numpy(np.load(io.BytesIO(blob), allow_pickle=False))
+
+
+@dataclass
+class StoreStats:
+    """Rows served from disk (``hits``), computed and written (``writes``), and rows that could not be
+    keyed (``uncacheable``: attention hooks without a tag, or weights that could not be hashed)."""
+
+    hits: int = 0
+    writes: int = 0
+    uncacheable: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"hits": self.hits, "writes": self.writes, "uncacheable": self.uncacheable}
+
+
+class OutputStore:
+    """``get``/``put`` of row values under (namespace, key) in ``DIR/outputs.sqlite3``."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).expanduser()
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise OSError(f"--faith-cache: cannot create cache directory {self.root}: {err}") from err
+        self.path = self.root / DB_NAME
+        self._stats: dict[str, StoreStats] = {}  # per owner: a model's namespace
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS outputs (ns TEXT NOT NULL, key TEXT NOT NULL,"
+                " value BLOB NOT NULL, PRIMARY KEY (ns, key)) WITHOUT ROWID"
+            )
+            self._db.commit()
+        except sqlite3.DatabaseError as err:
+            raise sqlite3.DatabaseError(
+                f"--faith-cache: {self.path} is not a usable cache ({err}); delete it to start afresh"
+            ) from err
+
+    def get(self, namespace: str, keys: Sequence[str]) -> dict[str, bytes]:
+        """The stored values among ``keys`` (absent keys are simply missing from the result)."""
+        found: dict[str, bytes] = {}
+        unique = list(dict.fromkeys(keys))
+        with self._lock:
+            for start in range(0, len(unique), 500):  # SQLite's bound-parameter limit
+                chunk = unique[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = self._db.execute(
+                    f"SELECT key, value FROM outputs WHERE ns = ? AND key IN ({marks})", [namespace, *chunk]
+                )
+                found.update((str(k), bytes(v)) for k, v in rows)
+        return found
+
+    def put(self, namespace: str, items: Mapping[str, bytes]) -> None:
+        with self._lock:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO outputs (ns, key, value) VALUES (?, ?, ?)",
+                [(namespace, k, v) for k, v in items.items()],
+            )
+            self._db.commit()
+
+    def stats(self, owner: str | None) -> StoreStats:
+        """The counters of one model (its namespace; None: a model whose weights were not hashed)."""
+        return self._stats.setdefault(owner or "", StoreStats())
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM outputs").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def rows(
+        self,
+        owner: str | None,
+        namespace: str | None,
+        keys: Sequence[str],
+        compute: Callable[[list[int]], list[V]],
+        codec: tuple[Callable[[V], bytes], Callable[[bytes], V]],
+    ) -> list[V]:
+        """Values for ``keys`` in order: stored rows read back, the rest computed by
+        ``compute(indices)`` (one call, first-seen order, duplicates computed once) and written with
+        ``codec = (encode, decode)``. ``namespace=None`` (an unkeyable call) computes everything and
+        stores nothing. Counters go to ``owner``'s :meth:`stats`."""
+        stats = self.stats(owner)
+        if namespace is None:
+            stats.uncacheable += len(keys)
+            return compute(list(range(len(keys))))
+        encode, decode = codec
+        stored = self.get(namespace, keys)
+        first: dict[str, int] = {}
+        for i, k in enumerate(keys):
+            if k not in stored:
+                first.setdefault(k, i)
+        stats.hits += sum(1 for k in keys if k in stored)
+        values: dict[str, V] = {k: decode(v) for k, v in stored.items()}
+        if first:
+            computed = compute(list(first.values()))
+            if len(computed) != len(first):
+                raise RuntimeError(f"store: computed {len(computed)} rows for {len(first)} inputs")
+            fresh = dict(zip(first, computed, strict=True))
+            self.put(namespace, {k: encode(v) for k, v in fresh.items()})
+            stats.writes += len(fresh)
+            values.update(fresh)
+        return [values[k] for k in keys]
+
+
+ARRAY_CODEC: tuple[Callable[[torch.Tensor], bytes], Callable[[bytes], torch.Tensor]] = (
+    encode_array, decode_array)
+TEXT_CODEC: tuple[Callable[[str], bytes], Callable[[bytes], str]] = (
+    lambda v: v.encode("utf-8"), lambda b: b.decode("utf-8"))

@@ -1,0 +1,145 @@
+"""Which xdist worker runs what (``pytest suites/ -n N``), so that workers share the work instead of
+repeating it.
+
+- ``-n N`` without ``--dist`` means ``--dist loadgroup`` (xdist's own default, ``load``, would load
+  every model on every worker and repeat every model stage there). ``--dist load`` etc. still win.
+- Each test parametrised with a model carries one ``xdist_group``: the model's label, so a model is
+  loaded on one worker. A *small* model (weights under :data:`SPLIT_MODEL_BYTES` on disk, the reference
+  models) is loaded on every worker that needs it, because loading it costs less than the work it
+  does: its group is ``LABEL/STAGE``, where the stage is the set of fixtures of the test that use the
+  model (e.g. ``flip_scored``), so tests sharing a model stage still run on one worker and the stage
+  runs once. Tests that use a model directly share the group ``LABEL``.
+- The pytest >= 9.2 shim writes the group suffix into the structured node id (pytest-xdist#1386).
+- ``worker_device``: worker ``gwN`` uses ``cuda:N % device_count`` when the device is plain "cuda".
+
+Torch-free: the plugin imports no torch at load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+#: Models whose weight files are smaller than this may load on several workers (see module doc):
+#: the reference models (a few MB) load in well under a second, a 2B model in float32 (~9 GB) does not.
+SPLIT_MODEL_BYTES = 256 * 2**20
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".ckpt")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config: pytest.Config) -> Generator[None, object, object]:
+    """Before xdist's own (tryfirst) hook turns ``-n N`` with no ``--dist`` into ``load``: make it
+    ``loadgroup``. A wrapper, because a wrapper's first half runs before every plain implementation."""
+    option = config.option
+    if getattr(option, "numprocesses", None) and getattr(option, "dist", None) == "no" and not getattr(
+        option, "distload", False
+    ):
+        option.dist = "loadgroup"
+    return (yield)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist (controller): workers build their config from the command line, not from ours, so tell
+    them when the ``loadgroup`` default above applies."""
+    if getattr(node.config.option, "dist", None) == "loadgroup":
+        node.workerinput["faith_loadgroup"] = True
+
+
+def _loadgroup(config: pytest.Config) -> bool:
+    workerinput: dict[str, Any] = getattr(config, "workerinput", {})
+    return bool(getattr(config.option, "loadgroup", False) or workerinput.get("faith_loadgroup"))
+
+
+def spec_path(spec: str) -> Path | None:
+    """The local file or directory a spec loads from, without loading it (None: not local / unknown)."""
+    from faithtests.models.locations import fixtures_root
+
+    if spec.startswith("vlm-scorer:"):
+        return spec_path(spec.removeprefix("vlm-scorer:"))
+    if spec.startswith("reference:"):
+        return fixtures_root() / spec.removeprefix("reference:")
+    if spec.startswith("open_clip:local-dir:"):
+        return Path(spec.removeprefix("open_clip:local-dir:")).expanduser()
+    if spec.startswith("open_clip:") and "@" in spec:
+        return Path(spec.split("@", 1)[1]).expanduser()
+    if spec.startswith("hf:"):
+        return Path(spec.removeprefix("hf:")).expanduser()
+    return None
+
+
+def weight_bytes(spec: str) -> int | None:
+    """Bytes of the weight files a spec loads (a directory is searched one level), None if unknown."""
+    path = spec_path(spec)
+    if path is None:
+        return None
+    if path.is_file():
+        return path.stat().st_size
+    if not path.is_dir():
+        return None
+    files = [f for f in path.iterdir() if f.is_file() and f.name.endswith(WEIGHT_SUFFIXES)]
+    return sum(f.stat().st_size for f in files) if files else None
+
+
+def model_stage(fixturenames: Sequence[str], fixturedefs: Mapping[str, Sequence[Any]], model: str) -> str:
+    """The fixtures in a test's closure that (transitively) use fixture ``model``, joined with "+"
+    ("" when the test uses the model only directly). Protocol fixtures keep their model outputs for
+    the session, so tests with the same stage share one computation."""
+
+    def uses_model(name: str, seen: frozenset[str]) -> bool:
+        for arg in getattr(fixturedefs.get(name, [None])[-1], "argnames", ()):
+            if arg == model or (arg not in seen and uses_model(arg, seen | {arg})):
+                return True
+        return False
+
+    stage = [n for n in fixturenames if n != model and n in fixturedefs and uses_model(n, frozenset({n}))]
+    return "+".join(sorted(stage))
+
+
+def group_name(metafunc: pytest.Metafunc, model_fixture: str, label: str, spec: str) -> str:
+    """The ``xdist_group`` of a test parametrised with the model ``label`` (see module doc)."""
+    size = weight_bytes(spec)
+    if size is None or size >= SPLIT_MODEL_BYTES:
+        return label
+    defs: Mapping[str, Sequence[Any]] = getattr(metafunc, "_arg2fixturedefs", {})  # pytest internals
+    stage = model_stage(list(metafunc.fixturenames), defs, model_fixture)
+    return f"{label}/{stage}" if stage else label
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On the workers, after xdist's own hook: give each grouped item its ``@group`` node-id suffix,
+    which is how ``--dist loadgroup`` schedules. Needed (a) when loadgroup is our default (xdist's hook
+    does not know it) and (b) on pytest >= 9.2 (pytest-dev/pytest-xdist#1386): xdist appends the suffix
+    to the legacy ``_nodeid`` field, which structured node ids no longer read, so groups would be
+    silently ignored and a model would load on every worker."""
+    if not _loadgroup(config):
+        return
+    parse: Any = None
+    try:
+        from _pytest.nodeid import NodeId  # type: ignore[import-not-found, unused-ignore]
+
+        parse = NodeId.parse
+    except ImportError:
+        pass  # pytest < 9.2: the legacy field is the node id
+    for item in items:
+        marks = item.iter_markers("xdist_group")
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks})
+        suffix = "@" + "_".join(groups)
+        if not groups or item.nodeid.endswith(suffix):
+            continue
+        if parse is not None and hasattr(item, "_id"):
+            item._id = parse(item.nodeid + suffix)
+        else:
+            setattr(item, "_nodeid", item.nodeid + suffix)  # noqa: B010  (a private field of pytest's)
+
+
+def worker_device(device: str, worker: str | None, device_count: int) -> str:
+    """Pin xdist worker ``gwN`` to ``cuda:N % device_count`` when ``device`` is plain "cuda"."""
+    if device != "cuda" or not worker or device_count < 2:
+        return device
+    digits = worker.removeprefix("gw")
+    return f"cuda:{int(digits) % device_count}" if digits.isdigit() else device

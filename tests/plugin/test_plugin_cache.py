@@ -1,0 +1,87 @@
+"""``--faith-cache``: a second run reads every model output back, records the same metrics, and the
+scorecard says how many outputs came from the cache."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy  # noqa: F401  (inline runs restore sys.modules: heavy modules must be imported already)
+import open_clip  # noqa: F401
+import pytest
+import torch  # noqa: F401
+import transformers  # noqa: F401
+
+PLUGINS = ("-p", "faithtests.plugin", "-p", "no:cacheprovider",
+           "-p", "no:hypothesispytest", "-p", "no:anyio")
+
+SUITE = """
+from PIL import Image
+from faithtests.models.interfaces import Prompt
+
+IMAGES = [Image.new("RGB", (32, 32), c) for c in ("red", "blue", "white")]
+TEXTS = ["a red square", "a blue square", "a white square"]
+
+def test_scores(faith, faith_scorer):
+    sims = faith_scorer.similarity(IMAGES, TEXTS)
+    faith.metric("mean_similarity", float(sims.mean()), higher_is_better=True)
+
+def test_decide(faith, faith_vlm):
+    prompts = [Prompt(images=(im,), text=f"Is it {t}?\\nA. yes\\nB. no") for im, t in zip(IMAGES, TEXTS)]
+    d = faith_vlm.decide(prompts, ("A", "B"))
+    faith.metric("margin", float((d.logits[:, 0] - d.logits[:, 1]).mean()), higher_is_better=True)
+"""
+
+
+@pytest.fixture(autouse=True)
+def _preloaded(load_tiny: Callable[..., Any]) -> None:
+    import faithtests.models.vlm_scorer  # noqa: F401
+
+    for name in ("open_clip", "llava"):
+        load_tiny(name)
+
+
+def _metrics(card: dict[str, Any]) -> dict[str, float]:
+    return {f"{r['test']}:{r['metric']}": r["value"] for t in card["tests"] for r in t["results"]}
+
+
+def test_warm_run_reads_every_output_back(pytester: pytest.Pytester, tiny_dir: Callable[[str], Path]) -> None:
+    pytester.makepyfile(test_suite=SUITE)
+    (pytester.path / "suites").mkdir()
+    (pytester.path / "suites" / "thresholds.toml").write_text("")
+    models = ("--faith-model", f"oc=open_clip:local-dir:{tiny_dir('open_clip')}",
+              "--faith-vlm", f"llava=hf:{tiny_dir('llava')}")
+    cards = []
+    for run in ("cold", "warm"):
+        result = pytester.runpytest_inprocess(*PLUGINS, *models, "--faith-cache", "cache",
+                                              "--faith-report", run)
+        result.assert_outcomes(passed=3)
+        cards.append(json.loads((pytester.path / run / "scorecard.json").read_text()))
+    cold, warm = (c["fingerprint"]["models"] for c in cards)
+    assert cold["oc"]["output_cache"]["writes"] == 6 and cold["oc"]["output_cache"]["hits"] == 0  # 3+3
+    assert warm["oc"]["output_cache"] == {**cold["oc"]["output_cache"], "hits": 6, "writes": 0}
+    assert cold["llava"]["output_cache"]["writes"] > 0
+    assert warm["llava"]["output_cache"]["writes"] == 0 and warm["llava"]["output_cache"]["hits"] > 0
+    assert _metrics(cards[1]) == _metrics(cards[0]) and len(_metrics(cards[0])) == 3
+    assert (pytester.path / "cache" / "outputs.sqlite3").is_file()
+
+    # off by default: no cache counts in the fingerprint
+    result = pytester.runpytest_inprocess(*PLUGINS, *models, "--faith-report", "off")
+    result.assert_outcomes(passed=3)
+    off = json.loads((pytester.path / "off" / "scorecard.json").read_text())["fingerprint"]["models"]
+    assert "output_cache" not in off["oc"] and _metrics(cards[0]) == _metrics(
+        json.loads((pytester.path / "off" / "scorecard.json").read_text()))
+
+
+def test_ini_cache_dir_is_relative_to_the_rootdir(
+    pytester: pytest.Pytester, tiny_dir: Callable[[str], Path]
+) -> None:
+    pytester.makepyfile(test_suite="def test_a(faith_scorer):\n    faith_scorer.encode_texts(['a cat'])\n")
+    pytester.makeini("[pytest]\nfaith_cache = .faith-cache\n")
+    (pytester.path / "sub").mkdir()
+    result = pytester.runpytest_inprocess(
+        *PLUGINS, "--faith-model", f"oc=open_clip:local-dir:{tiny_dir('open_clip')}", "--faith-report", "r")
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / ".faith-cache" / "outputs.sqlite3").is_file()

@@ -1,0 +1,100 @@
+"""Which xdist worker runs what (faithtests.plugin.distribution): ``-n N`` alone means loadgroup, a
+small model's tests are grouped per model stage, a large model's per label."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from faithtests.plugin.distribution import SPLIT_MODEL_BYTES, group_name, model_stage, weight_bytes
+
+PLUGINS = ("-p", "faithtests.plugin", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio")
+
+
+def _defs(**argnames: tuple[str, ...]) -> dict[str, list[Any]]:
+    return {name: [SimpleNamespace(argnames=args)] for name, args in argnames.items()}
+
+
+def test_model_stage_is_the_fixtures_that_use_the_model() -> None:
+    defs = _defs(faith_scorer=("request",), flip_scored=("faith_scorer", "flip_data"), flip_data=(),
+                 strengths=("flip_scored",), faith=("request",))
+    closure = ["faith", "flip_scored", "flip_data", "faith_scorer"]
+    assert model_stage(closure, defs, "faith_scorer") == "flip_scored"
+    # transitively: strengths uses flip_scored, which uses the model
+    assert model_stage(["strengths", "flip_scored", "faith_scorer"], defs, "faith_scorer") == (
+        "flip_scored+strengths")
+    assert model_stage(["faith", "faith_scorer"], defs, "faith_scorer") == ""  # the model used directly
+
+
+def test_weight_bytes(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("{}")
+    assert weight_bytes(f"hf:{tmp_path}") is None  # no weight files: unknown
+    (tmp_path / "model.safetensors").write_bytes(b"x" * 1000)
+    assert weight_bytes(f"hf:{tmp_path}") == weight_bytes(f"vlm-scorer:hf:{tmp_path}") == 1000
+    assert weight_bytes("hf:org/not-local") is None
+    assert weight_bytes(f"open_clip:ViT-B-32@{tmp_path / 'model.safetensors'}") == 1000
+
+
+def test_group_name_splits_small_models_only(tmp_path: Path) -> None:
+    small, big = tmp_path / "small", tmp_path / "big"
+    for d in (small, big):
+        d.mkdir()
+    (small / "model.safetensors").write_bytes(b"x" * 10)
+    with (big / "model.safetensors").open("wb") as f:  # sparse: large on paper, nothing on disk
+        f.truncate(SPLIT_MODEL_BYTES + 1)
+    metafunc: Any = SimpleNamespace(fixturenames=["stage", "faith_vlm"],
+                                    _arg2fixturedefs=_defs(stage=("faith_vlm",), faith_vlm=()))
+    assert group_name(metafunc, "faith_vlm", "m", f"hf:{small}") == "m/stage"
+    assert group_name(metafunc, "faith_vlm", "m", f"hf:{big}") == "m"
+    assert group_name(metafunc, "faith_vlm", "m", "hf:org/remote") == "m"  # size unknown: keep together
+
+
+STAGES = """
+import os
+import pytest
+
+def _log(request, tag):
+    with open({log!r}, "a") as f:
+        f.write(tag + " " + os.environ["PYTEST_XDIST_WORKER"] + " " + request.node.nodeid + "\\n")
+
+@pytest.fixture
+def stage_a(faith_scorer):
+    return 1
+
+@pytest.fixture
+def stage_b(faith_scorer):
+    return 2
+
+@pytest.mark.parametrize("i", range(3))
+def test_a(stage_a, request, i):
+    _log(request, "a")
+
+@pytest.mark.parametrize("i", range(3))
+def test_b(stage_b, request, i):
+    _log(request, "b")
+"""
+
+
+def test_n2_alone_runs_each_model_stage_on_one_worker(
+    pytester: pytest.Pytester, tiny_dir: Callable[[str], Path]
+) -> None:
+    log = pytester.path / "log.txt"
+    pytester.makepyfile(test_suite=STAGES.replace("{log!r}", repr(str(log))))
+    result = pytester.runpytest_subprocess(*PLUGINS, "-n", "2", "--faith-model",
+                                           f"m=open_clip:local-dir:{tiny_dir('open_clip')}")
+    result.assert_outcomes(passed=6)
+    workers: dict[str, set[str]] = {}
+    for line in log.read_text().splitlines():
+        tag, worker, nodeid = line.split()
+        assert nodeid.endswith(f"@m/stage_{tag}")  # loadgroup without --dist, group = label/stage
+        workers.setdefault(tag, set()).add(worker)
+    assert sorted(workers) == ["a", "b"] and all(len(w) == 1 for w in workers.values())
+    # an explicit --dist wins: under "load" there are no group suffixes
+    log.unlink()
+    pytester.runpytest_subprocess(*PLUGINS, "-n", "2", "--dist", "load", "--faith-model",
+                                  f"m=open_clip:local-dir:{tiny_dir('open_clip')}").assert_outcomes(passed=6)
+    assert all("@" not in line for line in log.read_text().splitlines())
