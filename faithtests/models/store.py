@@ -56,8 +56,12 @@ def model_namespace(
     """Namespace of one loaded model's outputs, or None when its weights were not hashed."""
     if not checkpoint_sha256:
         return None
-    import transformers
+    from importlib.metadata import PackageNotFoundError, version
 
+    try:  # the installed version, without importing transformers (seconds) for an open_clip model
+        transformers_version = version("transformers")
+    except PackageNotFoundError:
+        transformers_version = "absent"
     return digest({
         "format": FORMAT_VERSION,
         "weights": dict(checkpoint_sha256),
@@ -65,7 +69,7 @@ def model_namespace(
         "dtype": str(dtype),
         "device": device.type,  # numerics differ between CPU and CUDA kernels, not between cuda:0 and :1
         "torch": torch.__version__,
-        "transformers": transformers.__version__,
+        "transformers": transformers_version,
         "options": dict(options or {}),
     })
 
