@@ -1,0 +1,251 @@
+"""IMAVB session fixtures (registered by the plugin): records, six-letter logits under the fixed order
+and K shuffles, last-token states, the logit lens and the PGLA variant, once per (VLM, dataset).
+
+Datasets: the reference world always (``PREMISE_WORLD_STIMULI`` scenes × standard / misleading vision);
+``--faith-data imavb=PATH`` adds a local copy of IMAVB (any layout of ``sources.load_imavb``; videos
+sampled to ``IMAVB_FRAMES`` frames; ``--faith-limit N`` keeps the first N stimuli with all their
+variants). Prompts carry video frames only, so the audio splits are recorded as not applicable (with the
+reason) for every model until audio input exists. The VLM under test is the plugin's ``faith_vlm``;
+torch and scikit-learn load only when a fixture runs.
+
+What several tests need is computed once per (model, dataset) and kept on :class:`PremiseData`: the
+all-rows probe curve of the gap analysis (§4.3), the sentence embeddings, and the PGLA protocol (its own
+l* on the probe-training stimuli). The ``pgla`` variant is computed offline from the base run's logits
+(Eqs. 5–6 with each row's held-out configuration); the adapter path (``Hooks.logit_adjuster``) runs on a
+handful of records as an equivalence check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+import pytest
+
+from faithtests.config import run_config
+
+if TYPE_CHECKING:  # numpy, torch and scikit-learn are not imported at plugin load
+    import numpy as np
+
+    from faithtests.models.interfaces import VisionLanguageModel
+    from faithtests.protocols.imavb.pgla import PGLAResult
+    from faithtests.protocols.imavb.probes import Folds, ProbeResult
+    from faithtests.protocols.imavb.records import PremiseRecord
+    from faithtests.protocols.imavb.run import ChoiceRun
+    from faithtests.protocols.imavb.sources import Loaded
+
+#: Reference-world stimuli per run (each gives a standard and a misleading question): enough for CIs
+#: of about ±0.05 on a split, and the whole suite runs in well under a minute on 2 cores.
+PREMISE_WORLD_STIMULI = 200
+#: Frames sampled uniformly per IMAVB video (option of the paper's harness; 8 by default).
+IMAVB_FRAMES = 8
+#: Bootstrap resamples of the default run; the paper's 10,000 run under the ``slow`` marker.
+PREMISE_BOOTSTRAP = 1000
+PREMISE_VARIANTS = ("base", "pgla")
+#: Records run again through ``Hooks.logit_adjuster`` to check the adapter path equals Eqs. 5–6 offline.
+PGLA_HOOK_CHECK_RECORDS = 8
+AUDIO_NOT_APPLICABLE = (
+    "audio input is not implemented: prompts carry the video frames only, so the audio splits are not "
+    "run (vision splits only; Bal is vision only)"
+)
+_DATA = pytest.StashKey[dict[tuple[str, str], "PremiseData"]]()
+_RECORDS = pytest.StashKey[dict[str, Any]]()
+
+
+def premise_datasets(config: pytest.Config) -> list[str]:
+    return ["world", *(["imavb"] if "imavb" in run_config(config).data else [])]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "premise_data" in metafunc.fixturenames:
+        metafunc.parametrize(
+            "premise_data", premise_datasets(metafunc.config), indirect=True, scope="session"
+        )
+
+
+def runnable(records: Sequence[PremiseRecord]) -> tuple[list[PremiseRecord], dict[str, int], str]:
+    """(records to run, split → records not applicable, the reason): the vision splits run; the audio
+    splits are not applicable for every model, since no prompt carries audio (whatever the adapter's
+    ``accepts_audio`` says)."""
+    todo = [r for r in records if r.split.endswith("vision")]
+    na: dict[str, int] = {}
+    for r in records:
+        if not r.split.endswith("vision"):
+            na[r.split] = na.get(r.split, 0) + 1
+    return todo, na, AUDIO_NOT_APPLICABLE if na else ""
+
+
+@dataclass
+class PremiseData:
+    """One VLM on one dataset: the A1 run, its lens, what was left out, and cached analyses."""
+
+    dataset: str
+    run: ChoiceRun
+    lens: np.ndarray | None  # [L, N, 6] letter probabilities; None with ``lens_reason``
+    invalid: dict[str, int]
+    examples: dict[str, list[str]]
+    not_applicable: dict[str, int] = field(default_factory=dict)  # split -> records not run
+    reason: str = ""
+    vlm: VisionLanguageModel | None = None
+    lens_reason: str = ""
+    _pgla: dict[tuple[int, Literal["shuffled", "fixed"]], PGLAResult] = field(default_factory=dict)
+    _pgla_layer: dict[int, tuple[int, tuple[float, ...]]] = field(default_factory=dict)
+    _pgla_run: dict[int, ChoiceRun] = field(default_factory=dict)
+    _gap: dict[int, tuple[list[ProbeResult], Folds]] = field(default_factory=dict)
+    _emb: np.ndarray | None = None
+
+    def splits(self) -> list[str]:
+        return [r.split for r in self.run.records]
+
+    def stimuli(self) -> list[str]:
+        return [r.stimulus_id for r in self.run.records]
+
+    def gap_curve(self, seed: int) -> tuple[list[ProbeResult], Folds]:
+        """The §4.3 gap analysis's probe per layer (4-fold CV over all rows, grouped by stimulus) and
+        its folds; computed once."""
+        if seed not in self._gap:
+            import numpy as np
+
+            from faithtests.protocols.imavb.probes import group_folds, layer_curve
+
+            if self.run.states is None:
+                raise ValueError(f"{self.dataset}: the run kept no hidden states")
+            y = np.array([r.misleading for r in self.run.records], dtype=np.int64)
+            folds = group_folds(y, self.stimuli(), seed=seed)
+            self._gap[seed] = (layer_curve(self.run.states, y, folds, seed=seed), folds)
+        return self._gap[seed]
+
+    def embeddings(self) -> np.ndarray:
+        """all-MiniLM-L6-v2 embeddings of the question texts (raises ``EmbedderUnavailable``); once."""
+        if self._emb is None:
+            from faithtests.protocols.imavb.run import sentence_embeddings
+
+            self._emb = sentence_embeddings([r.question for r in self.run.records])
+        return self._emb
+
+    def pgla(self, seed: int, orders: Literal["shuffled", "fixed"] = "shuffled") -> PGLAResult:
+        """The App. G protocol on this run (l* on the probe-training stimuli, 162-config CV, held-out
+        outcomes), tuned and scored on the K shuffles (the suite's metric) or on the fixed order (the
+        paper's Table 4); β from the same orders."""
+        if orders not in ("shuffled", "fixed"):
+            raise ValueError(f"orders must be 'shuffled' or 'fixed', got {orders!r}")
+        if (seed, orders) not in self._pgla:
+            import numpy as np
+
+            from faithtests.protocols.imavb.pgla import pgla_cv, pgla_layer
+
+            r = self.run
+            if r.states is None:
+                raise ValueError(f"{self.dataset}: PGLA needs the run's hidden states")
+            if seed not in self._pgla_layer:  # l* and its curve: once for both order protocols
+                self._pgla_layer[seed] = pgla_layer(r.states, self.splits(), self.stimuli(), seed=seed)
+            gold = np.array([rec.correct_index for rec in r.records])
+            lg = r.logits[:, 1:] if orders == "shuffled" else r.logits[:, 0]
+            self._pgla[seed, orders] = pgla_cv(
+                r.states,
+                lg,
+                gold,
+                self.splits(),
+                self.stimuli(),
+                layer=self._pgla_layer[seed],
+                seed=seed,
+            )
+        return self._pgla[seed, orders]
+
+    def pgla_run(self, seed: int) -> ChoiceRun:
+        """The ``pgla`` variant: the held-out (75%) records with Eqs. 5–6 applied offline to the base
+        run's logits (every order), each record with its fold's configuration and P_mis."""
+        if seed not in self._pgla_run:
+            from faithtests.protocols.imavb.run import ChoiceRun
+
+            res = self.pgla(seed)
+            ev = res.eval_rows
+            self._pgla_run[seed] = ChoiceRun(
+                [self.run.records[int(i)] for i in ev],
+                self.run.orders,
+                res.adjusted(self.run.logits[ev]),
+                self.run.perms[ev],
+                None,
+                total=len(ev),
+            )
+        return self._pgla_run[seed]
+
+    def pgla_hook_check(self, seed: int, n: int = PGLA_HOOK_CHECK_RECORDS) -> tuple[float, int]:
+        """(max |hooked − offline| over the first ``n`` evaluation records and all orders, records run):
+        the adapter path ``Hooks.logit_adjuster`` against the offline ``pgla`` variant."""
+        import numpy as np
+
+        from faithtests.protocols.imavb.run import pgla_hooks, run_choice
+
+        if self.vlm is None:
+            raise ValueError("pgla_hook_check needs the VLM")
+        res, offline = self.pgla(seed), self.pgla_run(seed)
+        recs = offline.records[:n]
+        cfg = {r.item_id: res.configs[int(f)] for r, f in zip(recs, res.fold_of, strict=False)}
+        p = {r.item_id: float(v) for r, v in zip(recs, res.p_mis, strict=False)}
+        hooked = run_choice(self.vlm, recs, hooks_for=pgla_hooks(cfg, p, res.beta), want_states=False)
+        at = {r.item_id: j for j, r in enumerate(recs)}
+        err = max(
+            (float(np.abs(offline.logits[at[r.item_id]] - hooked.logits[j]).max())
+             for j, r in enumerate(hooked.records)),
+            default=float("nan"),
+        )
+        return err, len(hooked.records)
+
+
+def cap_stimuli(loaded: Loaded, n: int | None) -> Loaded:
+    """A copy of ``loaded`` keeping the first ``n`` stimuli with all their variants (``--faith-limit``),
+    the loaded object itself untouched."""
+    if not n:
+        return loaded
+    keep: list[str] = []
+    for r in loaded.records:
+        if r.stimulus_id not in keep:
+            if len(keep) == n:
+                continue
+            keep.append(r.stimulus_id)
+    kept = set(keep)
+    return replace(loaded, records=[r for r in loaded.records if r.stimulus_id in kept])
+
+
+def _records(config: pytest.Config, dataset: str) -> Loaded:
+    cache = config.stash.setdefault(_RECORDS, {})
+    run = run_config(config)
+    if dataset not in cache:
+        if dataset == "world":
+            from faithtests.protocols.imavb import sources
+
+            recs = sources.world_records(run.capped(PREMISE_WORLD_STIMULI), seed=run.seed)
+            cache[dataset] = sources.Loaded(records=recs, total=len(recs))
+        else:
+            from faithtests.protocols.imavb.sources import load_imavb
+
+            cache[dataset] = load_imavb(run.data["imavb"], n_frames=IMAVB_FRAMES)
+    loaded: Loaded = cache[dataset]
+    return loaded if dataset == "world" else cap_stimuli(loaded, run.limit)
+
+
+@pytest.fixture
+def premise_data(request: pytest.FixtureRequest, faith_vlm: Any) -> PremiseData:
+    """The A1 run of every record under one VLM and dataset, computed once per session."""
+    from faithtests.protocols.imavb.run import logit_lens, run_choice
+
+    dataset = str(request.param)
+    cache = request.config.stash.setdefault(_DATA, {})
+    key = (faith_vlm.spec, dataset)
+    if key not in cache:
+        loaded = _records(request.config, dataset)
+        todo, na, reason = runnable(loaded.records)
+        run = run_choice(faith_vlm, todo)
+        lens, lens_reason = (None, "the run kept no hidden states")
+        if run.states is not None and run.records:
+            lens, lens_reason = logit_lens(faith_vlm, run.states)
+        invalid = dict(loaded.invalid)
+        for k, v in run.invalid.items():
+            invalid[k] = invalid.get(k, 0) + v
+        examples = {**loaded.examples, **run.examples}
+        cache[key] = PremiseData(
+            dataset, run, lens, invalid, examples, na, reason, faith_vlm, lens_reason=lens_reason
+        )
+    return cache[key]

@@ -1,0 +1,177 @@
+"""The representation–action gap (IMAVB §4.3, App. L): linear probes for "misleading vs standard" on
+last-token hidden states, text-only baselines, and the residualised probe. scikit-learn, no model calls.
+
+* Folds: 4-fold ``StratifiedGroupKFold`` grouped by stimulus, so every variant of a clip sits in one fold
+  (§4.3), stratified by the label, shuffled with the run's seed.
+* Probe (Eq. 2): P(mis | h_l) = σ(w_l·h_l + b_l), logistic regression (C = 1, L-BFGS, 1000 iterations,
+  App. L) on standardised states (standardisation is this project's choice: unscaled L-BFGS on raw
+  residual streams does not converge in 1000 iterations on every model). l* = the layer of highest mean
+  CV accuracy (the first on a tie).
+* Text-only baselines on the question text alone, same folds: TF-IDF (unigrams + bigrams) and sentence
+  embeddings (all-MiniLM-L6-v2; computed by ``run.sentence_embeddings``), each with the same classifier.
+* Residualised probe (App. L): per fold, Ridge (α = 1, no intercept) from hidden states to text
+  embeddings fit on the train split, W = U S Vᵀ, keep the right singular vectors with s > 1e-5·s_max
+  (V_k), h_res = h − V_k V_kᵀ h on train and test, then the probe. When V_k spans the whole hidden space
+  (d_hidden ≤ rank W, e.g. a 128-wide model against 384-dim embeddings) nothing is left: undefined.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+FloatArray = NDArray[np.float64]
+Folds = list[tuple[NDArray[np.int64], NDArray[np.int64]]]
+N_FOLDS = 4
+REL_TOL = 1e-5
+
+
+def group_folds(y: ArrayLike, groups: Sequence[object], *, n_splits: int = N_FOLDS, seed: int = 0) -> Folds:
+    """Stratified group K-fold indices (§4.3): all rows of a group in one test fold."""
+    from sklearn.model_selection import StratifiedGroupKFold
+
+    yy = np.asarray(y, dtype=np.int64)
+    g = np.asarray([str(x) for x in groups])
+    cv = StratifiedGroupKFold(n_splits=n_splits, shuffle=True, random_state=seed)
+    return [(tr.astype(np.int64), te.astype(np.int64)) for tr, te in cv.split(np.zeros(len(yy)), yy, g)]
+
+
+def _classifier(seed: int) -> Any:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    return make_pipeline(
+        StandardScaler(), LogisticRegression(C=1.0, solver="lbfgs", max_iter=1000, random_state=seed)
+    )
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """Mean held-out accuracy over folds, per-fold accuracies, and each row's held-out prediction."""
+
+    accuracy: float
+    fold_accuracy: tuple[float, ...]
+    predictions: NDArray[np.int64]
+
+
+def cv_accuracy(X: ArrayLike, y: ArrayLike, folds: Folds, *, seed: int = 0) -> ProbeResult:
+    """Held-out accuracy of the logistic probe over ``folds`` (Eq. 2)."""
+    x = np.asarray(X, dtype=np.float64)
+    yy = np.asarray(y, dtype=np.int64)
+    pred = np.full(yy.shape, -1, dtype=np.int64)
+    accs = []
+    for tr, te in folds:
+        clf = _classifier(seed).fit(x[tr], yy[tr])
+        pred[te] = clf.predict(x[te])
+        accs.append(float((pred[te] == yy[te]).mean()))
+    return ProbeResult(float(np.mean(accs)), tuple(accs), pred)
+
+
+def layer_curve(states: ArrayLike, y: ArrayLike, folds: Folds, *, seed: int = 0) -> list[ProbeResult]:
+    """One probe per layer of ``states`` [L, N, D] (§4.3)."""
+    s = np.asarray(states, dtype=np.float64)
+    return [cv_accuracy(s[layer], y, folds, seed=seed) for layer in range(s.shape[0])]
+
+
+def peak_layer(accuracies: Sequence[float]) -> int:
+    """l* = argmax of mean CV accuracy, the first layer on a tie (§4.3)."""
+    a = np.asarray(accuracies, dtype=np.float64)
+    return int(np.flatnonzero(a == a.max())[0])
+
+
+def probe_margin(
+    layer_accuracy: Sequence[float], baselines: Mapping[str, float], chance: float = 0.5
+) -> float:
+    """The gated §4.3 margin: probe accuracy at l* (:func:`peak_layer`) minus the best text-only
+    baseline (TF-IDF, sentence embeddings), never less than ``chance`` (the majority-class rate): a text
+    baseline that lands below chance by noise must not lower the bar."""
+    if not baselines:
+        raise ValueError("probe_margin: no text-only baseline")
+    best = max(chance, *(float(v) for v in baselines.values()))
+    return float(layer_accuracy[peak_layer(layer_accuracy)]) - best
+
+
+def tfidf_features(texts: Sequence[str], train: ArrayLike) -> Any:
+    """TF-IDF of the texts, vocabulary and idf fit on the ``train`` rows only."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vec = TfidfVectorizer(ngram_range=(1, 2), min_df=1)
+    vec.fit([texts[int(i)] for i in np.asarray(train)])
+    return vec.transform(list(texts))
+
+
+def tfidf_baseline(texts: Sequence[str], y: ArrayLike, folds: Folds, *, seed: int = 0) -> ProbeResult:
+    """Text-only TF-IDF classifier over the same folds (§4.3 "Text confound control")."""
+    from sklearn.linear_model import LogisticRegression
+
+    yy = np.asarray(y, dtype=np.int64)
+    pred = np.full(yy.shape, -1, dtype=np.int64)
+    accs = []
+    for tr, te in folds:
+        feats = tfidf_features(texts, tr)
+        clf = LogisticRegression(C=1.0, solver="lbfgs", max_iter=1000, random_state=seed).fit(
+            feats[tr], yy[tr]
+        )
+        pred[te] = clf.predict(feats[te])
+        accs.append(float((pred[te] == yy[te]).mean()))
+    return ProbeResult(float(np.mean(accs)), tuple(accs), pred)
+
+
+def nullspace_basis(W: ArrayLike, rel_tol: float = REL_TOL) -> FloatArray:
+    """V_k: right singular vectors of W [d_text, d_hidden] with s > rel_tol·s_max, as columns
+    [d_hidden, k] (App. L)."""
+    w = np.asarray(W, dtype=np.float64)
+    _, s, vt = np.linalg.svd(w, full_matrices=False)
+    if s.size == 0 or s[0] == 0:
+        return np.zeros((w.shape[1], 0))
+    return np.asarray(vt[s > rel_tol * s[0]].T, dtype=np.float64)
+
+
+def project_out(H: ArrayLike, Vk: ArrayLike) -> FloatArray:
+    """h_res = h − V_k V_kᵀ h for each row of H (App. L)."""
+    h = np.asarray(H, dtype=np.float64)
+    v = np.asarray(Vk, dtype=np.float64)
+    return np.asarray(h - (h @ v) @ v.T, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Residualised:
+    result: ProbeResult | None  # None: the null space is empty (nothing left to probe)
+    removed_dims: tuple[int, ...]  # k per fold
+    hidden_dims: int
+
+
+def residualised_probe(
+    H: ArrayLike, E: ArrayLike, y: ArrayLike, folds: Folds, *, alpha: float = 1.0, seed: int = 0
+) -> Residualised:
+    """The residualised probe of App. L at one layer: ``H`` [N, d_hidden], ``E`` [N, d_text]."""
+    from sklearn.linear_model import Ridge
+
+    h = np.asarray(H, dtype=np.float64)
+    e = np.asarray(E, dtype=np.float64)
+    yy = np.asarray(y, dtype=np.int64)
+    pred = np.full(yy.shape, -1, dtype=np.int64)
+    accs: list[float] = []
+    ks: list[int] = []
+    for tr, te in folds:
+        W = Ridge(alpha=alpha, fit_intercept=False).fit(h[tr], e[tr]).coef_  # [d_text, d_hidden]
+        vk = nullspace_basis(W)
+        ks.append(int(vk.shape[1]))
+        if vk.shape[1] >= h.shape[1]:
+            return Residualised(None, tuple(ks), h.shape[1])
+        clf = _classifier(seed).fit(project_out(h[tr], vk), yy[tr])
+        pred[te] = clf.predict(project_out(h[te], vk))
+        accs.append(float((pred[te] == yy[te]).mean()))
+    return Residualised(ProbeResult(float(np.mean(accs)), tuple(accs), pred), tuple(ks), h.shape[1])
+
+
+def lens_correct(lens: ArrayLike, gold: ArrayLike) -> FloatArray:
+    """P_l(correct) per layer and row (Eq. 4): ``lens`` [L, N, 6] letter probabilities → [L, N]."""
+    p = np.asarray(lens, dtype=np.float64)
+    g = np.asarray(gold, dtype=np.int64)
+    return np.asarray(np.take_along_axis(p, g[None, :, None].repeat(p.shape[0], 0), axis=2)[..., 0])

@@ -1,0 +1,110 @@
+"""The single-turn prompts of IMAVB App. I.1 (A1 baseline, A2 binary, A3 CoT, A4 warned).
+
+Texts are App. I.1's verbatim, laid out one option per line. Where the paper disagrees with itself the
+choice is recorded here: A1's instruction is I.1's "options letter" (SPEC §3 restates it as "option's
+letter"; the reference VLM was trained on I.1's form, ``faithtests/reference/prompts.py``); A4's warning
+is I.1's template (App. C paraphrases it as "Note: the visual or audio premise in this question may be
+incorrect. Verify before answering."). The stimulus (one image, or N video frames) travels in
+``Prompt.images``; the model's chat template places it before the text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final, Literal
+
+from PIL import Image
+
+from faithtests.models.interfaces import Prompt
+from faithtests.protocols.imavb.records import LETTERS, modality
+
+Variant = Literal["A1", "A2", "A3", "A4"]
+VARIANTS: Final[tuple[Variant, ...]] = ("A1", "A2", "A3", "A4")
+
+A1_INSTRUCTION: Final = "Answer with the options letter from the given choices directly."
+A3_HEAD: Final = (
+    "Think step by step. First, does the video match the audio/visual\npremise? Carefully compare what you "
+    "actually see and hear against\nthe description. If visual description is wrong, select E.\nIf audio is "
+    "wrong, select F."
+)
+A3_TAIL: Final = "Reasoning and answer:"
+A4_HEAD: Final = (
+    "Important: Check closely -- the visual or audio premise may be\nincorrect. Consider whether what you "
+    "see/hear matches the\ndescription before answering.\nIf visual description does not match, select E.\n"
+    "If audio description does not match, select F."
+)
+A2_VISION: Final = (
+    'The following question describes a visual scene from a video:\n"{question}"\nBased on what you '
+    "actually SEE in this video, is the visual\ndescription in the question accurate? Does the scene "
+    "described\nactually appear?\nAnswer with only: TRUE or FALSE"
+)
+A2_AUDIO: Final = (
+    'The following question describes audio/sounds from a video:\n"{question}"\nBased on what you '
+    "actually HEAR in this video, is the audio\ndescription in the question accurate? Do the sounds "
+    "described\nactually occur?\nAnswer with only: TRUE or FALSE"
+)
+A2_ANSWERS: Final[tuple[str, str]] = ("TRUE", "FALSE")
+#: max_new_tokens per variant (App. C, Table 6).
+MAX_NEW_TOKENS: Final[dict[str, int]] = {"A1": 16, "A2": 64, "A3": 512, "A4": 16}
+
+
+def question_block(question: str, options: Sequence[str]) -> str:
+    """``Question:\\n{question}\\nOptions:\\nA. …\\n…\\nF. …`` (App. I.1, A1 without its instruction)."""
+    if len(options) != 6:
+        raise ValueError(f"IMAVB prompts show six options A-F, got {len(options)}")
+    lines = [f"{letter}. {text}" for letter, text in zip(LETTERS, options, strict=True)]
+    return "Question:\n" + question + "\nOptions:\n" + "\n".join(lines)
+
+
+def a1_text(question: str, options: Sequence[str]) -> str:
+    """A1 baseline (App. I.1), options in the order given (a shuffle permutes them beforehand)."""
+    return question_block(question, options) + "\n" + A1_INSTRUCTION
+
+
+def a2_text(question: str, split: str) -> str:
+    """A2 binary verification (App. I.1): the vision or audio template by the question's target."""
+    return (A2_AUDIO if modality(split) == "audio" else A2_VISION).format(question=question)
+
+
+def a3_text(question: str, options: Sequence[str]) -> str:
+    """A3 chain of thought (App. I.1): head, question and options as A1, then "Reasoning and answer:"."""
+    return A3_HEAD + "\n" + question_block(question, options) + "\n" + A3_TAIL
+
+
+def a4_text(question: str, options: Sequence[str]) -> str:
+    """A4 warned (App. I.1): the warning, then A1."""
+    return A4_HEAD + "\n" + a1_text(question, options)
+
+
+def prompt_text(variant: str, question: str, options: Sequence[str], split: str) -> str:
+    if variant == "A1":
+        return a1_text(question, options)
+    if variant == "A2":
+        return a2_text(question, split)
+    if variant == "A3":
+        return a3_text(question, options)
+    if variant == "A4":
+        return a4_text(question, options)
+    raise ValueError(f"unknown IMAVB prompt variant {variant!r}; expected one of {VARIANTS}")
+
+
+def make_prompt(images: Sequence[Image.Image], text: str) -> Prompt:
+    return Prompt(images=tuple(images), text=text)
+
+
+def last_valid_letter(text: str) -> str | None:
+    """A3's answer: the last standalone letter A–F in the response (App. C), ``None`` when there is none
+    (counted invalid, never guessed). A letter counts when it is not part of a longer word."""
+    import re
+
+    found = re.findall(r"(?<![A-Za-z])([A-F])(?![A-Za-z])", text)
+    return found[-1] if found else None
+
+
+def binary_answer(text: str) -> bool | None:
+    """A2's verdict from generated text: True for TRUE, False for FALSE, ``None`` if neither or both."""
+    up = text.upper()
+    t, f = "TRUE" in up, "FALSE" in up
+    if t == f:
+        return None
+    return t

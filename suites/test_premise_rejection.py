@@ -1,0 +1,304 @@
+"""Suite 3 — premise rejection (IMAVB §2.3, §3, §4.3, §5, App. C, D, G, L; SPEC §3).
+
+Protocol: every stimulus has a standard question (answer A–D) and a misleading copy with one premise
+detail swapped (answer E "The visual detail in the question is incorrect"; F for audio); all six options
+are always shown (App. I.1 A1). The model answers by the argmax of its six letter logits (no free-text
+parsing; a tied top logit is no answer, counted wrong and reported), under the fixed order and K = 3
+permutations seeded by MD5(video_id + correct_answer + shuffle_id), mapped back through the inverse
+permutation (App. D). Metrics: accuracy per split (mean over shuffles; the fixed order a slice), Bal
+(Eq. 1), bootstrap CIs over stimuli. Representation–action gap (§4.3): per-layer logistic probes for
+misleading vs standard on last-token states (4-fold stratified group CV by stimulus), peak layer l*,
+text-only baselines (TF-IDF, all-MiniLM-L6-v2), residualised probe (App. L), logit lens (Eqs. 3–4).
+PGLA (§5, App. G): the variant ``pgla`` is the held-out 75% with the probe-gated logit adjustment
+(computed offline from the base logits; the ``Hooks.logit_adjuster`` path is checked equal on a few
+records); the base variant also reports the same 75% rows as the slice ``rows=pgla_eval``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from faithtests.protocols.imavb.fixtures import PREMISE_BOOTSTRAP, PREMISE_VARIANTS, PremiseData
+from faithtests.protocols.imavb.metrics import (
+    TIE,
+    SplitScores,
+    answers,
+    correct,
+    per_order_accuracy,
+    rejection_rates,
+    shuffle_spread,
+    slice_accuracy,
+    split_mask,
+    split_scores,
+    tie_count,
+)
+from faithtests.protocols.imavb.pgla import BUDGETS_PP, N_FOLDS, PGLAResult, bal_of, side_accuracy
+from faithtests.protocols.imavb.probes import (
+    cv_accuracy,
+    lens_correct,
+    peak_layer,
+    probe_margin,
+    residualised_probe,
+    tfidf_baseline,
+)
+from faithtests.protocols.imavb.records import LETTERS, SHORT, VISION_SPLITS, PremiseRecord
+from faithtests.protocols.imavb.run import ChoiceRun, EmbedderUnavailable
+from faithtests.scorecard.model import Series
+from faithtests.scorecard.recording import Faith
+from faithtests.stats import cluster_bootstrap_ci
+
+pytestmark = pytest.mark.suite("premise_rejection")
+EVAL_ROWS = "rows=pgla_eval"  # the PGLA evaluation rows (75% of stimuli), for base vs pgla like for like
+
+
+def _run(data: PremiseData, variant: str, seed: int) -> ChoiceRun:
+    return data.run if variant == "base" else data.pgla_run(seed)
+
+
+def _record_invalid(faith: Faith, data: PremiseData) -> None:
+    for kind, count in sorted(data.invalid.items()):
+        faith.invalid(kind, count, total=data.run.total, examples=data.examples.get(kind, []))
+    for split, count in sorted(data.not_applicable.items()):
+        faith.invalid(f"{split} not applicable", count, examples=[data.reason])
+
+
+def _record_ties(faith: Faith, run: ChoiceRun, mask: np.ndarray) -> None:
+    """Answers whose top logit is tied (any order): counted wrong in the accuracies, reported here."""
+    n, total = tie_count(run.logits[mask])
+    row_tied = (answers(run.logits) == TIE).any(axis=1) & mask
+    tied = [r.item_id for r, t in zip(run.records, row_tied, strict=True) if t]
+    faith.invalid("tied top logit", n, total=total, examples=tied[:5])
+
+
+def _record_boot(faith: Faith, ss: SplitScores, what: str) -> None:
+    if ss.empty_resamples:
+        faith.invalid(
+            f"bootstrap resamples with an empty split ({what}; left out of the CI)",
+            ss.empty_resamples,
+            total=ss.n_resamples,
+        )
+
+
+def _item_correct(run: ChoiceRun) -> np.ndarray:
+    gold = np.array([r.correct_index for r in run.records])
+    return correct(answers(run.logits), gold)  # [N, orders]; ties are wrong
+
+
+def _scores(c: np.ndarray, run: ChoiceRun, rows: np.ndarray | None, seed: int) -> SplitScores:
+    """Split accuracies and Bal of per-item correctness ``c`` [N], on ``rows`` (default: all)."""
+    idx = np.arange(len(run.records)) if rows is None else rows
+    recs = [run.records[int(i)] for i in idx]
+    splits, stim = [r.split for r in recs], [r.stimulus_id for r in recs]
+    return split_scores(c[idx], splits, stim, n_resamples=PREMISE_BOOTSTRAP, seed=seed)
+
+
+def _eval_rows(data: PremiseData, variant: str, seed: int) -> np.ndarray | None:
+    """Rows of ``_run(...)`` that are PGLA's evaluation rows: a subset for base, all of pgla's."""
+    return data.pgla(seed).eval_rows if variant == "base" else None
+
+
+@pytest.mark.parametrize("variant", PREMISE_VARIANTS)
+@pytest.mark.parametrize("split", VISION_SPLITS)
+def test_premise_accuracy(
+    faith: Faith, premise_data: PremiseData, split: str, variant: str, faith_seed: int
+) -> None:
+    run = _run(premise_data, variant, faith_seed)
+    _record_invalid(faith, premise_data)
+    c = _item_correct(run)
+    splits = [r.split for r in run.records]
+    m = split_mask(splits, split)
+    assert m.any(), f"no {split} records in {premise_data.dataset}"
+    _record_ties(faith, run, m)
+    name = SHORT[split]
+    shuffled = c[:, 1:].mean(axis=1)  # per item: mean over the K shuffles
+    ss = _scores(shuffled, run, None, faith_seed)
+    _record_boot(faith, ss, "all rows")
+    per_order = per_order_accuracy(c, m)
+    faith.metric(name, ss.acc[split], ci=ss.ci[split], n=ss.n[split])
+    ev = _scores(shuffled, run, _eval_rows(premise_data, variant, faith_seed), faith_seed)
+    _record_boot(faith, ev, EVAL_ROWS)
+    faith.metric(name, ev.acc[split], ci=ev.ci[split], n=ev.n[split], slice=EVAL_ROWS)
+    faith.metric(name, float(per_order[0]), n=int(m.sum()), slice="fixed order")
+    faith.metric(f"{name}_shuffle_pm", shuffle_spread(per_order[1:]), n=int(m.sum()), higher_is_better=False)
+    recs = [r for r, k in zip(run.records, m, strict=True) if k]
+    for label, acc_n in slice_accuracy(shuffled[m], [r.category for r in recs]).items():
+        faith.metric(name, acc_n[0], n=acc_n[1], slice=f"type={label}")
+    for label, acc_n in slice_accuracy(shuffled[m], [r.subcategory for r in recs]).items():
+        faith.metric(name, acc_n[0], n=acc_n[1], slice=f"sub={label}")
+    rates = rejection_rates(answers(run.logits[m][:, 1:]))
+    faith.metric(
+        "rejects_E_or_F",
+        rates["E_or_F"],
+        n=int(m.sum()) * (c.shape[1] - 1),
+        slice=name,
+        higher_is_better=split.startswith("misleading"),
+    )
+    faith.items(f"{name}_correct", {r.item_id: float(v) for r, v in zip(recs, shuffled[m], strict=True)})
+    wrong = [j for j in np.argsort(shuffled[m])[:4] if shuffled[m][j] < 1]
+    faith.exemplars([_exemplar(run, recs[j], f"correct in {shuffled[m][j]:.0%} of shuffles") for j in wrong])
+    if variant == "base":  # the pgla variant is a diagnostic intervention (§5): recorded, gated by nothing
+        faith.check(name)
+
+
+@pytest.mark.parametrize("variant", PREMISE_VARIANTS)
+def test_balanced_accuracy(faith: Faith, premise_data: PremiseData, variant: str, faith_seed: int) -> None:
+    run = _run(premise_data, variant, faith_seed)
+    _record_invalid(faith, premise_data)
+    _record_ties(faith, run, np.ones(len(run.records), dtype=bool))
+    c = _item_correct(run)
+    splits = [r.split for r in run.records]
+    n_stim = len({r.stimulus_id for r in run.records})
+    ss = _scores(c[:, 1:].mean(axis=1), run, None, faith_seed)
+    _record_boot(faith, ss, "all rows")
+    where = "vision only" if ss.vision_only else None
+    faith.metric("Bal", ss.bal, ci=ss.bal_ci, n=n_stim, slice=where)
+    rows = _eval_rows(premise_data, variant, faith_seed)
+    ev = _scores(c[:, 1:].mean(axis=1), run, rows, faith_seed)
+    _record_boot(faith, ev, EVAL_ROWS)
+    n_ev = n_stim if rows is None else len({run.records[int(i)].stimulus_id for i in rows})
+    faith.metric("Bal", ev.bal, ci=ev.bal_ci, n=n_ev, slice=EVAL_ROWS)
+    fixed = _scores(c[:, 0].astype(float), run, None, faith_seed)
+    _record_boot(faith, fixed, "fixed order")
+    faith.metric("Bal", fixed.bal, ci=fixed.bal_ci, n=n_stim, slice="fixed order")
+    orders = ["fixed", *(f"shuffle {k}" for k in range(c.shape[1] - 1))]
+    faith.plot(
+        "accuracy per split by option order",
+        "bar",
+        [Series(SHORT[s], orders, list(per_order_accuracy(c, split_mask(splits, s)))) for s in ss.acc],
+        y_label="accuracy",
+    )
+    if variant == "base":
+        faith.check("Bal", slice=where)
+
+
+def test_representation_action_gap(faith: Faith, premise_data: PremiseData, faith_seed: int) -> None:
+    run = premise_data.run
+    assert run.states is not None, "the A1 run kept no hidden states"
+    y = np.array([r.misleading for r in run.records], dtype=int)
+    stim = premise_data.stimuli()
+    texts = [r.question for r in run.records]
+    curve, folds = premise_data.gap_curve(faith_seed)
+    accs = [p.accuracy for p in curve]
+    layer = peak_layer(accs)
+    probe = curve[layer]
+    hits = (probe.predictions == y).astype(float)
+    faith.metric("probe_acc", probe.accuracy, ci=cluster_bootstrap_ci(hits, stim, seed=faith_seed), n=len(y))
+    faith.metric("l_star", float(layer), n=len(y))
+    faith.metric("probe_acc", accs[-1], n=len(y), slice="final layer")
+    tfidf = tfidf_baseline(texts, y, folds, seed=faith_seed)
+    faith.metric("text_tfidf_acc", tfidf.accuracy, n=len(y), higher_is_better=False)
+    baselines = {"TF-IDF": tfidf.accuracy}
+    try:
+        emb = premise_data.embeddings()
+    except EmbedderUnavailable as e:
+        faith.invalid("sentence-embedding baseline not run", 1, examples=[str(e)])
+    else:
+        sbert = cv_accuracy(emb, y, folds, seed=faith_seed)
+        baselines["SBERT"] = sbert.accuracy
+        faith.metric("text_sbert_acc", sbert.accuracy, n=len(y), higher_is_better=False)
+        res = residualised_probe(run.states[layer], emb, y, folds, seed=faith_seed)
+        faith.metric("probe_acc_residualised", res.result.accuracy if res.result else float("nan"), n=len(y))
+        if res.result is None:
+            faith.invalid(
+                "residualised probe undefined (null space empty)",
+                1,
+                examples=[f"Ridge W spans {max(res.removed_dims)} of {res.hidden_dims} hidden dims"],
+            )
+    gold = np.array([r.correct_index for r in run.records])
+    mis = y == 1
+    mis_rate = float(correct(answers(run.logits[mis][:, 1:]), gold[mis]).mean())
+    faith.metric("behaviour_mis_rejection", mis_rate, n=int(mis.sum()))
+    chance = max(float(y.mean()), 1.0 - float(y.mean()))
+    faith.metric("probe_margin", probe_margin(accs, baselines, chance), n=len(y))
+    layers = list(range(len(accs)))
+    faith.plot(
+        "probe accuracy by layer (misleading vs standard), text-only baselines as lines",
+        "line",
+        [
+            Series("hidden-state probe", layers, accs),
+            *(Series(k, layers, [v] * len(layers)) for k, v in baselines.items()),
+        ],
+        x_label="decoder layer",
+        y_label="held-out accuracy",
+    )
+    if premise_data.lens is None:
+        faith.invalid("logit lens not run", 1, examples=[premise_data.lens_reason])
+    else:
+        pc = lens_correct(premise_data.lens, gold)
+        masks = {s: split_mask(premise_data.splits(), s) for s in VISION_SPLITS}
+        faith.plot(
+            "logit lens P_l(correct) by layer per split",
+            "line",
+            [Series(SHORT[s], layers, list(pc[:, m].mean(axis=1))) for s, m in masks.items()],
+            x_label="decoder layer",
+            y_label="P_l(correct)",
+        )
+        for s, m in masks.items():
+            faith.metric(
+                "lens_peak_P_correct", float(pc[:, m].mean(axis=1).max()), n=int(m.sum()), slice=SHORT[s]
+            )
+    faith.check("probe_margin")
+
+
+def test_pgla_gain(faith: Faith, premise_data: PremiseData, faith_seed: int) -> None:
+    """ΔBal of PGLA on held-out folds (Table 4), its standard-accuracy cost, the Pareto rows (Table 11),
+    and that the adapter path (``Hooks.logit_adjuster``) reproduces Eqs. 5–6 applied offline."""
+    res = premise_data.pgla(faith_seed)
+    run = premise_data.run
+    sp = [run.records[int(i)].split for i in res.eval_rows]
+    _record_pgla(faith, res, run, sp, faith_seed, None)
+    faith.metric("PGLA_probe_acc", res.probe_accuracy, n=len(sp))
+    faith.metric("PGLA_tune_test_gap", res.tune_test_gap, n=len(sp), higher_is_better=False)
+    n_train = len(run.records) - len(sp)
+    faith.metric("l_star", float(res.layer), n=n_train, slice="PGLA (probe-training stimuli)")
+    faith.metric("PGLA_beta", res.beta, n=n_train)
+    for b in BUDGETS_PP:
+        row = res.pareto[b]
+        faith.metric("PGLA_delta_Bal", row.delta_bal, n=len(sp), slice=f"std budget <= {b:g} pp")
+        faith.metric("PGLA_std", row.std, n=len(sp), slice=f"std budget <= {b:g} pp")
+        faith.metric("PGLA_mis", row.mis, n=len(sp), slice=f"std budget <= {b:g} pp")
+        faith.metric(
+            "PGLA_identity_folds",
+            float(row.identity_folds),
+            n=N_FOLDS,
+            slice=f"std budget <= {b:g} pp",
+            higher_is_better=False,
+        )
+    _record_pgla(faith, premise_data.pgla(faith_seed, "fixed"), run, sp, faith_seed, "fixed order")
+    err, n = premise_data.pgla_hook_check(faith_seed)
+    faith.metric("PGLA_hook_max_abs_err", err, n=n, higher_is_better=False)
+    assert n > 0 and err < 1e-3, f"the Hooks.logit_adjuster path differs from Eqs. 5-6 offline by {err:.2e}"
+
+
+def _record_pgla(
+    faith: Faith, res: PGLAResult, run: ChoiceRun, sp: list[str], seed: int, where: str | None
+) -> None:
+    """ΔBal (Eq. 1 per split) with its paired CI over stimuli, and the standard-accuracy cost."""
+    stim = [run.records[int(i)].stimulus_id for i in res.eval_rows]
+    delta = split_scores(
+        res.pgla_correct - res.base_correct, sp, stim, n_resamples=PREMISE_BOOTSTRAP, seed=seed
+    )  # Bal is linear in the split means: Bal of the paired differences = ΔBal, its CI paired
+    _record_boot(faith, delta, f"PGLA ΔBal {where or 'shuffled'}")
+    d_bal = float(bal_of(res.pgla_correct, sp) - bal_of(res.base_correct, sp))
+    faith.metric("PGLA_delta_Bal", d_bal, ci=delta.bal_ci, n=len(sp), slice=where)
+    cost = float(side_accuracy(res.base_correct, sp, False) - side_accuracy(res.pgla_correct, sp, False))
+    n_std = sum(not s.startswith("misleading") for s in sp)
+    faith.metric("PGLA_std_cost", cost, n=n_std, higher_is_better=False, slice=where)
+
+
+def _exemplar(run: ChoiceRun, r: PremiseRecord, reason: str) -> dict[str, object]:
+    i = run.records.index(r)
+    media = r.load_media()
+    lg = run.logits[i, 0]
+    return {
+        "image": media[0] if media else None,
+        "texts": {
+            "question": r.question,
+            "options": " | ".join(f"{k}. {o}" for k, o in zip(LETTERS, r.options, strict=True)),
+            "gold": r.correct_answer,
+            "split": r.split,
+        },
+        "scores": {f"logit {k}": float(v) for k, v in zip(LETTERS, lg, strict=True)},
+        "reason": reason,
+    }

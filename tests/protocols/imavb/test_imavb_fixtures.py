@@ -1,0 +1,159 @@
+"""What the IMAVB fixtures compute once per (model, dataset): which splits run, the ``--faith-limit``
+cap, PGLA's l* and its offline variant against the adapter path, and the probe-margin gate on a
+stand-in whose hidden states carry no label information."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from faithtests.models.interfaces import Decision, Hooks, Prompt
+from faithtests.protocols.imavb.fixtures import AUDIO_NOT_APPLICABLE, PremiseData, cap_stimuli, runnable
+from faithtests.protocols.imavb.pgla import split_stimuli
+from faithtests.protocols.imavb.probes import cv_accuracy, probe_margin, tfidf_baseline
+from faithtests.protocols.imavb.records import PremiseRecord
+from faithtests.protocols.imavb.run import ChoiceRun, EmbedderUnavailable, logit_lens, run_choice
+from faithtests.protocols.imavb.sources import Loaded, world_records
+from faithtests.scorecard.thresholds import load_thresholds
+
+ROOT = Path(__file__).resolve().parents[3]
+OPTS = ("a", "b", "c", "d", "The visual detail in the question is incorrect", "audio")
+
+
+def _rec(stim: str, split: str, answer: str) -> PremiseRecord:
+    return PremiseRecord(f"{stim}/{split}", stim, split, f"q {stim}?", OPTS, answer)  # type: ignore[arg-type]
+
+
+class NoiseVLM:
+    """Random letter logits and random hidden states (seeded by the prompt): nothing in its states
+    tells a misleading question from a standard one; ``accepts_audio`` claims audio input."""
+
+    spec = "stand-in:noise"
+    num_layers = 3
+    accepts_audio = True
+
+    def decide(
+        self, prompts: Sequence[Prompt], options: Sequence[str], hooks: Hooks | None = None
+    ) -> Decision:
+        rows, states = [], []
+        for p in prompts:
+            seed = int(hashlib.md5(p.text.encode()).hexdigest()[:8], 16)
+            rng = np.random.default_rng(seed)
+            rows.append(rng.normal(0, 2.0, 6))
+            states.append(rng.normal(size=(self.num_layers, 8)))
+        logits = torch.tensor(np.array(rows), dtype=torch.float32)
+        if hooks is not None and hooks.logit_adjuster is not None:
+            logits = hooks.logit_adjuster(logits, list(options))
+        return Decision(logits=logits, states=torch.tensor(np.stack(states, axis=1), dtype=torch.float32))
+
+
+def _data(run: ChoiceRun, vlm: NoiseVLM | None = None) -> PremiseData:
+    return PremiseData("world", run, None, {}, {}, vlm=vlm)  # type: ignore[arg-type]
+
+
+def test_audio_splits_are_not_applicable_even_for_a_model_that_accepts_audio() -> None:
+    recs = [_rec("v1", "standard_vision", "A"), _rec("v1", "misleading_audio", "F"),
+            _rec("v2", "standard_audio", "B"), _rec("v2", "misleading_vision", "E")]
+    todo, na, reason = runnable(recs)
+    assert [r.split for r in todo] == ["standard_vision", "misleading_vision"]
+    assert na == {"misleading_audio": 1, "standard_audio": 1}
+    assert reason == AUDIO_NOT_APPLICABLE and "frames only" in reason
+    assert runnable(recs[:1])[1:] == ({}, "")
+
+
+def test_faith_limit_keeps_whole_stimuli_and_leaves_the_loaded_object_alone() -> None:
+    recs = [_rec("v1", "standard_vision", "A"), _rec("v2", "standard_vision", "A"),
+            _rec("v1", "misleading_vision", "E"), _rec("v3", "standard_vision", "A"),
+            _rec("v2", "misleading_vision", "E")]
+    loaded = Loaded(records=list(recs), total=5)
+    capped = cap_stimuli(loaded, 2)
+    assert [r.item_id for r in capped.records] == [recs[0].item_id, recs[1].item_id, recs[2].item_id,
+                                                   recs[4].item_id]
+    assert loaded.records == recs and capped is not loaded
+    assert cap_stimuli(loaded, None) is loaded
+
+
+def test_premise_data_chooses_pgla_l_star_on_the_probe_training_stimuli() -> None:
+    """Layer 1 separates the labels on the evaluation rows only, layer 2 on the training rows only:
+    PGLA's l* is 2, while the gap analysis (all rows) peaks at 1."""
+    rng = np.random.default_rng(0)
+    n_stim = 120
+    recs = [_rec(f"s{i}", s, a) for i in range(n_stim)
+            for s, a in (("standard_vision", "A"), ("misleading_vision", "E"))]
+    n = len(recs)
+    mis = np.array([r.misleading for r in recs])
+    train = split_stimuli([r.stimulus_id for r in recs], seed=0)
+    states = rng.normal(size=(3, n, 6)).astype(np.float32)
+    states[1, :, 0] += 3.0 * (mis & ~train)
+    states[2, :, 0] += 3.0 * (mis & train)
+    logits = rng.normal(size=(n, 4, 6))
+    run = ChoiceRun(recs, ("fixed", 0, 1, 2), logits, np.tile(np.arange(6), (n, 4, 1)), states, total=n)
+    data = _data(run)
+    assert data.pgla(0).layer == 2 and data.pgla(0, "fixed").layer == 2
+    curve, _ = data.gap_curve(0)
+    assert int(np.argmax([c.accuracy for c in curve])) == 1
+    pg = data.pgla_run(0)  # the offline variant: eval rows only, every order adjusted
+    assert len(pg.records) == len(data.pgla(0).eval_rows) and pg.logits.shape[1:] == (4, 6)
+
+
+def test_offline_pgla_variant_equals_the_hook_path() -> None:
+    vlm = NoiseVLM()
+    run = run_choice(vlm, world_records(40, seed=0))  # type: ignore[arg-type]
+    data = _data(run, vlm)
+    err, n = data.pgla_hook_check(0, n=6)
+    assert n == 6 and err < 1e-4
+
+
+def _margin(run: ChoiceRun, seed: int) -> tuple[float, list[float], dict[str, float]]:
+    """The suite's probe_margin computation (gap curve, TF-IDF and SBERT baselines, chance floor)."""
+    data = _data(run)
+    y = np.array([r.misleading for r in run.records], dtype=int)
+    curve, folds = data.gap_curve(seed)
+    accs = [c.accuracy for c in curve]
+    texts = [r.question for r in run.records]
+    baselines = {"TF-IDF": tfidf_baseline(texts, y, folds, seed=seed).accuracy}
+    with contextlib.suppress(EmbedderUnavailable):
+        baselines["SBERT"] = cv_accuracy(data.embeddings(), y, folds, seed=seed).accuracy
+    return probe_margin(accs, baselines, max(y.mean(), 1 - y.mean())), accs, baselines
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_model_whose_states_carry_no_label_fails_the_probe_margin_gate(seed: int) -> None:
+    """Random states (no information about the premise) at the suite's size (200 world stimuli, 6
+    layers): the probe at l* cannot beat the text-only baselines by the gated margin. At the former
+    0.05 a random-states model passed in about 1 of 10 seeds (max over layers of noise, text baselines
+    below chance); at 0.10 with the chance floor none of 20 seeds came within 0.03."""
+    recs = world_records(200, seed=seed)
+    rng = np.random.default_rng(seed)
+    n = len(recs)
+    run = ChoiceRun(recs, ("fixed",), rng.normal(size=(n, 1, 6)), np.tile(np.arange(6), (n, 1, 1)),
+                    rng.normal(size=(6, n, 32)).astype(np.float32), total=n)
+    margin, accs, baselines = _margin(run, seed)
+    th = load_thresholds(ROOT / "suites" / "thresholds.toml").lookup("premise_rejection", "probe_margin")
+    assert th is not None and th.op == ">="
+    assert margin < th.value, (margin, accs, baselines)
+
+
+def test_the_noise_stand_in_fails_the_probe_margin_gate_through_the_runner() -> None:
+    run = run_choice(NoiseVLM(), world_records(200, seed=2))  # type: ignore[arg-type]
+    margin, accs, baselines = _margin(run, 0)
+    th = load_thresholds(ROOT / "suites" / "thresholds.toml").lookup("premise_rejection", "probe_margin")
+    assert th is not None and margin < th.value, (margin, accs, baselines)
+
+
+def test_logit_lens_says_why_it_cannot_run() -> None:
+    probs, reason = logit_lens(NoiseVLM(), np.zeros((3, 2, 8), np.float32))  # type: ignore[arg-type]
+    assert probs is None and "no HF model" in reason
+
+
+def test_pgla_needs_states() -> None:
+    run = ChoiceRun([_rec("v", "standard_vision", "A")], ("fixed",), np.zeros((1, 1, 6)),
+                    np.zeros((1, 1, 6), np.int64), None)
+    with pytest.raises(ValueError, match="hidden states"):
+        _data(run).pgla(0)

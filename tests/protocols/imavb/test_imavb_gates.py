@@ -1,0 +1,110 @@
+"""Both sides of the premise-rejection gates on the bundled reference VLMs, run as a user would
+(``pytest suites/test_premise_rejection.py`` in a subprocess, one per model shared by every test here)
+and read back from the scorecard."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+Card = tuple[dict[str, str], list[dict[str, Any]], dict[str, list[dict[str, Any]]]]
+_CARDS: dict[str, Card] = {}
+
+
+def run_premise(tmp_path: Path, vlm: str) -> Card:
+    """(test name → outcome, results, test name → invalid entries) of one suite run on ``vlm``."""
+    report = tmp_path / "report"
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/test_premise_rejection.py",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--faith-vlm",
+        vlm,
+        "--faith-report",
+        str(report),
+    ]
+    proc = subprocess.run(
+        cmd, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
+    card: dict[str, Any] = json.loads((report / "scorecard.json").read_text())
+    outcomes = {t["test"].split("::")[1]: t["outcome"] for t in card["tests"]}
+    invalid = {t["test"].split("::")[1]: t["invalid"] for t in card["tests"]}
+    return outcomes, card["results"], invalid
+
+
+@pytest.fixture(scope="module")
+def premise_card(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One suite subprocess per model, shared by every test of this module."""
+
+    def get(vlm: str) -> Card:
+        if vlm not in _CARDS:
+            _CARDS[vlm] = run_premise(tmp_path_factory.mktemp(vlm.replace(":", "_")), vlm)
+        return _CARDS[vlm]
+
+    return get
+
+
+def _value(
+    results: list[dict[str, Any]], metric: str, variant: str = "base", slice: str | None = None
+) -> float:
+    return next(
+        float(r["value"])
+        for r in results
+        if (r["metric"], r["variant"], r["slice"]) == (metric, variant, slice)
+    )
+
+
+def test_reference_vlm_passes_every_premise_gate(premise_card: Any) -> None:
+    outcomes, results, _ = premise_card("reference:vlm")
+    assert len(outcomes) == 8, outcomes  # 2 splits x 2 variants, Bal x 2 variants, gap, PGLA
+    assert all(o == "passed" for o in outcomes.values()), outcomes
+    assert _value(results, "mis_v") > 0.8
+
+
+def test_textbiased_vlm_fails_misleading_rejection_but_its_states_encode_the_mismatch(
+    premise_card: Any,
+) -> None:
+    """reference:vlm-textbiased accepts misleading premises: mis_v and Bal fail; its probe at l* still
+    beats the text-only baselines (the representation–action gap), and PGLA in the fixed order (as in
+    Table 4) lifts its Bal."""
+    outcomes, results, _ = premise_card("reference:vlm-textbiased")
+    failed = sorted(t for t, o in outcomes.items() if o != "passed")
+    assert failed == [
+        "test_balanced_accuracy[world-reference:vlm-textbiased-base]",
+        "test_premise_accuracy[world-reference:vlm-textbiased-misleading_vision-base]",
+    ], outcomes
+    assert _value(results, "mis_v") < 0.2
+    assert _value(results, "probe_margin") > 0.05
+    # PGLA in the paper's protocol (one fixed option order, Table 4) lifts its Bal by far more than noise
+    assert _value(results, "PGLA_delta_Bal", slice="fixed order") > 0.1
+
+
+@pytest.mark.parametrize("vlm", ["reference:vlm", "reference:vlm-textbiased"])
+def test_scorecard_reports_ties_like_for_like_rows_and_complete_pareto_rows(
+    premise_card: Any, vlm: str
+) -> None:
+    """Nothing silent: every accuracy test reports its tied top logits; base and pgla both carry the
+    PGLA evaluation rows as a slice (like for like); every Pareto budget row is a number over all folds."""
+    outcomes, results, invalid = premise_card(vlm)
+    for test in (t for t in outcomes if t.startswith(("test_premise_accuracy", "test_balanced_accuracy"))):
+        assert any(i["kind"] == "tied top logit" for i in invalid[test]), (test, invalid[test])
+    for variant in ("base", "pgla"):
+        assert 0.0 <= _value(results, "Bal", variant, "rows=pgla_eval") <= 1.0
+        assert 0.0 <= _value(results, "mis_v", variant, "rows=pgla_eval") <= 1.0
+    # pgla's own rows are the evaluation rows: its main Bal is its rows=pgla_eval Bal
+    assert _value(results, "Bal", "pgla", "rows=pgla_eval") == _value(results, "Bal", "pgla", "vision only")
+    for b in ("1", "2", "3", "10"):
+        d = _value(results, "PGLA_delta_Bal", slice=f"std budget <= {b} pp")
+        assert d == d and d >= -0.2  # finite (never NaN from a dropped fold)

@@ -1,0 +1,135 @@
+"""The IMAVB runner on stand-in models, the A1 prompt text, and both sides of the behavioural gates:
+a model answering one letter, and one always rejecting, fail the defaults in suites/thresholds.toml."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from faithtests.models.interfaces import Decision, Hooks, Prompt
+from faithtests.protocols.imavb.metrics import answers, correct, split_scores
+from faithtests.protocols.imavb.prompts import a1_text, binary_answer, last_valid_letter, prompt_text
+from faithtests.protocols.imavb.run import run_choice
+from faithtests.protocols.imavb.sources import world_records
+from faithtests.scorecard.thresholds import load_thresholds
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_a1_is_the_text_the_reference_vlm_was_trained_on() -> None:
+    from faithtests.reference.prompts import imavb_text
+
+    opts = [
+        "red",
+        "blue",
+        "green",
+        "yellow",
+        "The visual detail in the question is incorrect",
+        "The audio detail in the question is incorrect",
+    ]
+    assert a1_text("Next to the red circle, what colour is the square?", opts) == imavb_text(
+        "Next to the red circle, what colour is the square?", opts
+    )
+    assert a1_text("q?", opts) == (
+        "Question:\nq?\nOptions:\nA. red\nB. blue\nC. green\nD. yellow\n"
+        "E. The visual detail in the question is incorrect\n"
+        "F. The audio detail in the question is incorrect\n"
+        "Answer with the options letter from the given choices directly."
+    )
+    assert prompt_text("A4", "q?", opts, "standard_vision").startswith("Important: Check closely")
+    assert "Based on what you actually HEAR" in prompt_text("A2", "q?", opts, "misleading_audio")
+
+
+def test_answer_parsers_never_guess() -> None:
+    assert last_valid_letter("The shirt is blue, so B. Wait: the premise is wrong, E") == "E"
+    assert last_valid_letter("I think Apple") is None
+    assert binary_answer("TRUE") is True and binary_answer("false.") is False
+    assert binary_answer("TRUE or FALSE") is None and binary_answer("maybe") is None
+
+
+class LetterVLM:
+    """Answers by a fixed rule on the displayed options: ``letter`` always, or the displayed position
+    of the option text ``reject`` (always rejecting)."""
+
+    spec = "stand-in"
+    num_layers = 2
+
+    def __init__(self, letter: str | None = None, reject: bool = False) -> None:
+        self.letter, self.reject = letter, reject
+
+    def decide(
+        self, prompts: Sequence[Prompt], options: Sequence[str], hooks: Hooks | None = None
+    ) -> Decision:
+        rows = []
+        for p in prompts:
+            lines = p.text.split("\n")[3:9]
+            pick = (
+                next(i for i, line in enumerate(lines) if "visual detail" in line)
+                if self.reject
+                else "ABCDEF".index(self.letter or "A")
+            )
+            rows.append([5.0 if i == pick else 0.0 for i in range(6)])
+        logits = torch.tensor(rows)
+        if hooks is not None and hooks.logit_adjuster is not None:
+            logits = hooks.logit_adjuster(logits, list(options))
+        return Decision(logits=logits, states=torch.zeros(2, len(prompts), 4))
+
+
+def _scores(vlm: LetterVLM, n: int = 60):  # type: ignore[no-untyped-def]
+    run = run_choice(vlm, world_records(n, seed=0))  # type: ignore[arg-type]
+    gold = np.array([r.correct_index for r in run.records])
+    c = correct(answers(run.logits), gold)
+    return run, split_scores(
+        c[:, 1:].mean(axis=1),
+        [r.split for r in run.records],
+        [r.stimulus_id for r in run.records],
+        n_resamples=200,
+    )
+
+
+def _passes(metric: str, value: float) -> bool:
+    th = load_thresholds(ROOT / "suites" / "thresholds.toml").lookup("premise_rejection", metric)
+    assert th is not None
+    return value >= th.value if th.op == ">=" else value <= th.value
+
+
+def test_run_maps_shuffled_answers_back_to_canonical_options() -> None:
+    run, _ = _scores(LetterVLM(reject=True), n=10)
+    assert run.logits.shape == (20, 4, 6) and run.states is not None and run.states.shape == (2, 20, 4)
+    assert (answers(run.logits) == 4).all()  # E found wherever the shuffle showed it
+    assert not (run.perms[:, 1:] == np.arange(6)).all(axis=2).all()  # shuffles did permute
+
+
+@pytest.mark.parametrize("letter", list("ABCDEF"))
+def test_a_one_letter_model_fails_the_gates(letter: str) -> None:
+    _, ss = _scores(LetterVLM(letter=letter), n=100)
+    assert ss.acc["misleading_vision"] < 0.35 and not _passes("mis_v", ss.acc["misleading_vision"])
+    assert not _passes("Bal", ss.bal)
+    # std_v alone cannot tell it from reference:vlm (1/6 vs 0.23; see thresholds.toml): mis_v and Bal do
+    assert abs(ss.bal - 1 / 6) < 0.08  # a letter lands on a uniformly random option under shuffles
+
+
+def test_an_always_rejecting_model_fails_std_v() -> None:
+    _, ss = _scores(LetterVLM(reject=True), n=50)
+    assert ss.acc == {"standard_vision": 0.0, "misleading_vision": 1.0}
+    assert not _passes("std_v", 0.0) and _passes("mis_v", 1.0)
+
+
+def test_logit_lens_of_the_last_layer_is_the_model_output(tmp_path: Path) -> None:
+    """Eqs. 3–4 through the model's own final norm and unembedding: at the last layer the lens must
+    reproduce the adapter's next-token logits."""
+    from faithtests.models.lens import lens_logits
+    from faithtests.models.registry import load_model
+    from faithtests.testing.tiny import build_tiny
+
+    vlm = load_model(f"hf:{build_tiny('llava', tmp_path / 'm')}", device="cpu", dtype="float32")
+    rec = world_records(2, seed=0)
+    prompts = [Prompt(images=r.load_media(), text="describe the image") for r in rec]
+    states = vlm.states(prompts)
+    z = lens_logits(vlm.model, states)  # type: ignore[attr-defined]
+    direct = vlm.next_token_logits(prompts)  # type: ignore[attr-defined]
+    assert torch.allclose(z[-1], direct, atol=1e-4)
