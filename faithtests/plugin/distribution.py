@@ -7,8 +7,10 @@ repeating it.
   loaded on one worker. A *small* model (weights under :data:`SPLIT_MODEL_BYTES` on disk, the reference
   models) is loaded on every worker that needs it, because loading it costs less than the work it
   does: its group is ``LABEL/STAGE``, where the stage is the set of fixtures of the test that use the
-  model (e.g. ``flip_scored``), so tests sharing a model stage still run on one worker and the stage
-  runs once. Tests that use a model directly share the group ``LABEL``.
+  model with the values of the parameters they take (e.g. ``flip_scored(world,flip)``), so tests
+  sharing a model stage still run on one worker and the stage runs once. Tests that use a model
+  directly share the group ``LABEL``. Groups are marked at collection (``pytest_collection_modifyitems``
+  in :mod:`.models`), when every parameter of a test is known.
 - The pytest >= 9.2 shim writes the group suffix into the structured node id (pytest-xdist#1386).
 - ``worker_device``: worker ``gwN`` uses ``cuda:N % device_count`` when the device is plain "cuda".
 
@@ -27,6 +29,8 @@ import pytest
 #: the reference models (a few MB) load in well under a second, a 2B model in float32 (~9 GB) does not.
 SPLIT_MODEL_BYTES = 256 * 2**20
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".ckpt")
+#: xdist's loadgroup takes the group after the last "@" of a node id only when no "]" follows it.
+_NO_SCOPE_CHARS = str.maketrans({"@": "_", "[": "(", "]": ")"})
 
 
 @pytest.hookimpl(wrapper=True)
@@ -84,10 +88,12 @@ def weight_bytes(spec: str) -> int | None:
     return sum(f.stat().st_size for f in files) if files else None
 
 
-def model_stage(fixturenames: Sequence[str], fixturedefs: Mapping[str, Sequence[Any]], model: str) -> str:
+def model_stage(fixturenames: Sequence[str], fixturedefs: Mapping[str, Sequence[Any]], model: str,
+                params: Mapping[str, object] | None = None) -> str:
     """The fixtures in a test's closure that (transitively) use fixture ``model``, joined with "+"
-    ("" when the test uses the model only directly). Protocol fixtures keep their model outputs for
-    the session, so tests with the same stage share one computation."""
+    ("" when the test uses the model only directly), each followed by the values of the parameters it
+    takes directly (``flip_scored(world,flip)``): protocol fixtures keep their model outputs for the
+    session per parameter values, so tests with the same stage share one computation."""
 
     def uses_model(name: str, seen: frozenset[str]) -> bool:
         for arg in getattr(fixturedefs.get(name, [None])[-1], "argnames", ()):
@@ -95,18 +101,26 @@ def model_stage(fixturenames: Sequence[str], fixturedefs: Mapping[str, Sequence[
                 return True
         return False
 
-    stage = [n for n in fixturenames if n != model and n in fixturedefs and uses_model(n, frozenset({n}))]
-    return "+".join(sorted(stage))
+    stage = sorted(n for n in fixturenames
+                   if n != model and n in fixturedefs and uses_model(n, frozenset({n})))
+    out = []
+    for name in stage:
+        args = getattr(fixturedefs[name][-1], "argnames", ())
+        values = [str((params or {})[a]) for a in args if a != model and a in (params or {})]
+        out.append(f"{name}({','.join(values)})" if values else name)
+    return "+".join(out)
 
 
-def group_name(metafunc: pytest.Metafunc, model_fixture: str, label: str, spec: str) -> str:
+def group_name(item: pytest.Item, model_fixture: str, label: str, spec: str) -> str:
     """The ``xdist_group`` of a test parametrised with the model ``label`` (see module doc)."""
     size = weight_bytes(spec)
     if size is None or size >= SPLIT_MODEL_BYTES:
-        return label
-    defs: Mapping[str, Sequence[Any]] = getattr(metafunc, "_arg2fixturedefs", {})  # pytest internals
-    stage = model_stage(list(metafunc.fixturenames), defs, model_fixture)
-    return f"{label}/{stage}" if stage else label
+        return label.translate(_NO_SCOPE_CHARS)
+    info = getattr(item, "_fixtureinfo", None)  # pytest internals: the closure's fixture definitions
+    defs: Mapping[str, Sequence[Any]] = getattr(info, "name2fixturedefs", {})
+    params: Mapping[str, object] = getattr(getattr(item, "callspec", None), "params", {})
+    stage = model_stage(list(getattr(item, "fixturenames", ())), defs, model_fixture, params)
+    return (f"{label}/{stage}" if stage else label).translate(_NO_SCOPE_CHARS)
 
 
 @pytest.hookimpl(trylast=True)

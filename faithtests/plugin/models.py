@@ -131,14 +131,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             continue
         params = []
         for m in specs(metafunc.config):
-            group = group_name(metafunc, fixture, m.label, m.spec)
-            marks: list[pytest.MarkDecorator] = [pytest.mark.xdist_group(name=group)]
+            marks: list[pytest.MarkDecorator] = []  # xdist_group: at collection, below
             if _explicit_cuda(metafunc.config):
                 marks.append(pytest.mark.gpu)
             if (why := _untrained_default(metafunc.config, m)) is not None:
                 marks.append(pytest.mark.skip(reason=why))
             params.append(pytest.param(m, id=m.label, marks=marks))
         metafunc.parametrize(fixture, params, indirect=True, scope="session")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's hook reads the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """One ``xdist_group`` per model a test is parametrised with (:func:`.distribution.group_name`)."""
+    for item in items:
+        params: dict[str, object] = getattr(getattr(item, "callspec", None), "params", {})
+        for fixture in ("faith_scorer", "faith_vlm"):
+            m = params.get(fixture)
+            if isinstance(m, ModelSpec):
+                item.add_marker(pytest.mark.xdist_group(name=group_name(item, fixture, m.label, m.spec)))
 
 
 def resolved_device(config: pytest.Config) -> str:

@@ -28,6 +28,9 @@ def test_model_stage_is_the_fixtures_that_use_the_model() -> None:
     assert model_stage(["strengths", "flip_scored", "faith_scorer"], defs, "faith_scorer") == (
         "flip_scored+strengths")
     assert model_stage(["faith", "faith_scorer"], defs, "faith_scorer") == ""  # the model used directly
+    # the values of the parameters a stage fixture takes name the stage (not the model's own)
+    params = {"flip_data": "world", "faith_scorer": "m", "flip_case": "combined"}
+    assert model_stage(closure, defs, "faith_scorer", params) == "flip_scored(world)"
 
 
 def test_weight_bytes(tmp_path: Path) -> None:
@@ -46,11 +49,16 @@ def test_group_name_splits_small_models_only(tmp_path: Path) -> None:
     (small / "model.safetensors").write_bytes(b"x" * 10)
     with (big / "model.safetensors").open("wb") as f:  # sparse: large on paper, nothing on disk
         f.truncate(SPLIT_MODEL_BYTES + 1)
-    metafunc: Any = SimpleNamespace(fixturenames=["stage", "faith_vlm"],
-                                    _arg2fixturedefs=_defs(stage=("faith_vlm",), faith_vlm=()))
-    assert group_name(metafunc, "faith_vlm", "m", f"hf:{small}") == "m/stage"
-    assert group_name(metafunc, "faith_vlm", "m", f"hf:{big}") == "m"
-    assert group_name(metafunc, "faith_vlm", "m", "hf:org/remote") == "m"  # size unknown: keep together
+    item: Any = SimpleNamespace(
+        fixturenames=["stage", "faith_vlm", "data"], callspec=SimpleNamespace(params={"data": "coco"}),
+        _fixtureinfo=SimpleNamespace(name2fixturedefs=_defs(stage=("faith_vlm", "data"), faith_vlm=(),
+                                                            data=())))
+    assert group_name(item, "faith_vlm", "m", f"hf:{small}") == "m/stage(coco)"
+    assert group_name(item, "faith_vlm", "m", f"hf:{big}") == "m"
+    assert group_name(item, "faith_vlm", "m", "hf:org/remote") == "m"  # size unknown: keep together
+    # xdist reads a group only when no "]" follows the last "@": such characters never reach it
+    item.callspec.params["data"] = "a[1]@b"
+    assert group_name(item, "faith_vlm", "m[x]", f"hf:{small}") == "m(x)/stage(a(1)_b)"
 
 
 STAGES = """

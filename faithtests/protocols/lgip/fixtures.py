@@ -1,5 +1,9 @@
 """LGIP session fixtures (registered by the plugin): datasets become workloads once per session, and
-scores once per (scorer, dataset).
+scores once per (scorer, dataset, pair family).
+
+Each test scores only the pair family it reads (paraphrases for invariance, single-word flips, or
+combined flips), so under xdist the three are separate model stages that different workers can run
+(``flip_family`` is an indirect parameter: it names the stage; test ids do not show it).
 
 Datasets: the reference world always runs; COCO captions and SugarCrepe join when ``--faith-data``
 names them (``coco=DIR`` with ``annotations/`` and ``val2017/``; ``sugarcrepe=DIR`` with the split
@@ -9,7 +13,7 @@ plugin's ``faith_scorer`` fixture, requested by name. torch loads only when a fi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -23,7 +27,7 @@ if TYPE_CHECKING:  # numpy is not imported at plugin load
 WORLD_IMAGES = 64
 FLIP_CASES = ("all", "color", "number", "object", "combined")
 STRENGTH_BINS = ("weak", "medium", "strong")
-_SCORED = pytest.StashKey[dict[tuple[str, str], "Scored"]]()
+_SCORED = pytest.StashKey[dict[tuple[str, str, tuple[str, ...]], "Scored"]]()
 _WORKLOADS = pytest.StashKey[dict[str, Any]]()
 
 
@@ -46,13 +50,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         # SugarCrepe brings its own flip types (its splits): one overall case, splits as slices.
         cases = [(d, t) for d in datasets(metafunc.config, flips=True)
                  for t in (("all",) if d == "sugarcrepe" else FLIP_CASES)]
-        metafunc.parametrize("flip_data,flip_case", cases, indirect=["flip_data"],
-                             ids=[f"{d}-{t}" for d, t in cases], scope="session")
+        metafunc.parametrize("flip_data,flip_family,flip_case", [(d, _family(t), t) for d, t in cases],
+                             indirect=["flip_data", "flip_family"], ids=[f"{d}-{t}" for d, t in cases],
+                             scope="session")
     if "strength_bin" in metafunc.fixturenames:
         names = datasets(metafunc.config, flips=False)
-        metafunc.parametrize("flip_data,strength_bin", [(d, b) for d in names for b in STRENGTH_BINS],
-                             indirect=["flip_data"], ids=[f"{d}-{b}" for d in names for b in STRENGTH_BINS],
-                             scope="session")
+        metafunc.parametrize("flip_data,flip_family,strength_bin",
+                             [(d, "flip", b) for d in names for b in STRENGTH_BINS],
+                             indirect=["flip_data", "flip_family"],
+                             ids=[f"{d}-{b}" for d in names for b in STRENGTH_BINS], scope="session")
+
+
+def _family(case: str) -> str:
+    """The pair family a flip case reads: the combined case its own, every other case the flips."""
+    return "combined" if case == "combined" else "flip"
 
 
 def _workload(config: pytest.Config, name: str) -> Any:
@@ -80,13 +91,17 @@ class Scored:
     perturbed: np.ndarray  # s(I, c')
 
 
-def _scored(request: pytest.FixtureRequest, scorer: Any, name: str) -> Scored:
+def _scored(request: pytest.FixtureRequest, scorer: Any, name: str, family: str) -> Scored:
+    """Scores of one pair family of a dataset's workload (``Scored.workload`` holds only those pairs)."""
     from faithtests.protocols.lgip.run import score_pairs
 
     cache = request.config.stash.setdefault(_SCORED, {})
-    key = (scorer.spec, name)
+    key = (scorer.spec, name, (family,))
     if key not in cache:
-        wl = _workload(request.config, name)
+        whole = _workload(request.config, name)
+        wl = replace(whole, pairs=whole.of_family(family))
+        if not wl.pairs:
+            raise ValueError(f"dataset {name!r} produced no {family} pairs")
         s = score_pairs(scorer, wl.images, wl.pairs)
         cache[key] = Scored(wl, s.base, s.perturbed)
     return cache[key]
@@ -106,12 +121,19 @@ def flip_data(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def invariance_scored(request: pytest.FixtureRequest, faith_scorer: Any, invariance_data: str) -> Scored:
-    return _scored(request, faith_scorer, invariance_data)
+    return _scored(request, faith_scorer, invariance_data, "paraphrase")
+
+
+@pytest.fixture(scope="session")
+def flip_family(request: pytest.FixtureRequest) -> str:
+    """The pair family a flip test reads: "flip" (single-word flips) or "combined" (parametrised)."""
+    return str(request.param)
 
 
 @pytest.fixture
-def flip_scored(request: pytest.FixtureRequest, faith_scorer: Any, flip_data: str) -> Scored:
-    return _scored(request, faith_scorer, flip_data)
+def flip_scored(request: pytest.FixtureRequest, faith_scorer: Any, flip_data: str,
+                flip_family: str) -> Scored:
+    return _scored(request, faith_scorer, flip_data, flip_family)
 
 
 def pair_exemplars(scored: Scored, indices: Any, reason: str) -> list[dict[str, Any]]:
