@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from faithtests.protocols.lgip.fixtures import Scored, pair_exemplars, record_missing
+from faithtests.protocols.lgip.fixtures import Scored, family_of_case, pair_exemplars, record_missing
 from faithtests.protocols.lgip.metrics import FlipStats, flip_summary
 from faithtests.protocols.lgip.strength import flip_strength_from_texts
 from faithtests.protocols.s3e.fixtures import S3E_ANCHOR, S3E_MIN_SUPPORT, S3EData
@@ -46,9 +46,9 @@ def _record(faith: Faith, stats: FlipStats, slice_: str | None) -> None:
 
 
 def _flip_indices(scored: Scored, case: str) -> np.ndarray:
-    families = ("combined",) if case == "combined" else ("flip",)
+    family = family_of_case(case)
     return np.array([i for i, p in enumerate(scored.workload.pairs)
-                     if p.family in families and case in ("all", "combined", p.label)], dtype=int)
+                     if p.family == family and case in ("all", "combined", p.label)], dtype=int)
 
 
 def test_flip_positive_rate(faith: Faith, flip_scored: Scored, flip_case: str, faith_seed: int) -> None:

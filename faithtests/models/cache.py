@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 import torch
 
-from faithtests.models.store import OutputStore, decode_array, encode_array
+from faithtests.models.locations import WEIGHT_SUFFIXES
+from faithtests.models.store import ARRAY_CODEC, OutputStore
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -49,30 +50,27 @@ def file_sha256(path: Path) -> str:
     return _FILE_DIGESTS[key]
 
 
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".ckpt")
+def _listed(paths: Sequence[Path], weights_only: bool) -> list[Path]:
+    """The files among ``paths`` (directories searched one level, weight files only if asked)."""
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            files.extend(sorted(f for f in p.iterdir()
+                                if f.is_file() and (not weights_only or f.name.endswith(WEIGHT_SUFFIXES))))
+        elif p.is_file():
+            files.append(p)
+    return files
 
 
 def checkpoint_sha256(paths: Sequence[Path]) -> dict[str, str]:
     """{file name: sha256} for the weight files among ``paths`` (directories are searched one level)."""
-    files: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            files.extend(sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(WEIGHT_SUFFIXES)))
-        elif p.is_file():
-            files.append(p)
-    return {f.name: file_sha256(f) for f in files}
+    return {f.name: file_sha256(f) for f in _listed(paths, weights_only=True)}
 
 
 def content_sha256(paths: Sequence[Path]) -> dict[str, str]:
     """{file name: sha256} of every file among ``paths`` (directories one level): weights *and* the
     configs, tokenizer and preprocessing files beside them, which change outputs just as much."""
-    files: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            files.extend(sorted(f for f in p.iterdir() if f.is_file()))
-        elif p.is_file():
-            files.append(p)
-    return {f.name: file_sha256(f) for f in files}
+    return {f.name: file_sha256(f) for f in _listed(paths, weights_only=False)}
 
 
 @dataclass
@@ -134,27 +132,24 @@ class EncodeCache(Generic[T]):
             if key not in self._rows and key not in missing:
                 missing[key] = item
         self.stats.hits += len(items) - len(missing)
-        if self._store is not None and self._store_ns is None:
-            self._store.stats(None).uncacheable += len(missing)
-        if self._store is not None and self._store_ns is not None and missing:
-            stored = self._store.get(self._store_ns, [str(k[1]) for k in missing])
-            self._store.stats(self._owner).hits += len(stored)
-            for key in [k for k in missing if str(k[1]) in stored]:
-                self._rows[key] = decode_array(stored[str(key[1])])
-                del missing[key]
-        pending = list(missing.items())
-        for start in range(0, len(pending), self.batch_size):
-            chunk = pending[start : start + self.batch_size]
-            rows = self.encode_fn([item for _, item in chunk])
+        pending, todo = list(missing), list(missing.values())
+        if self._store is None:
+            rows = self._encode(todo)
+        else:  # the persistent store serves what it holds and keeps what is encoded
+            rows = self._store.rows(self._owner, self._store_ns, [str(k[1]) for k in pending],
+                                    lambda idx: self._encode([todo[i] for i in idx]), ARRAY_CODEC)
+        self._rows.update(zip(pending, rows, strict=True))
+        return torch.stack([self._rows[k] for k in keys])
+
+    def _encode(self, items: list[T]) -> list[torch.Tensor]:
+        """Rows of ``items`` (float32, CPU), encoded in batches of ``batch_size``."""
+        out: list[torch.Tensor] = []
+        for start in range(0, len(items), self.batch_size):
+            chunk = items[start : start + self.batch_size]
+            rows = self.encode_fn(chunk)
             if rows.shape[0] != len(chunk):
                 raise RuntimeError(f"encoder returned {rows.shape[0]} rows for {len(chunk)} items")
-            rows = rows.detach().float().cpu()
-            for (key, _), row in zip(chunk, rows, strict=True):
-                self._rows[key] = row
-            if self._store is not None and self._store_ns is not None:
-                fresh = {str(k[1]): encode_array(r) for (k, _), r in zip(chunk, rows, strict=True)}
-                self._store.put(self._store_ns, fresh)
-                self._store.stats(self._owner).writes += len(fresh)
+            out.extend(rows.detach().float().cpu())
             self.stats.calls += 1
             self.stats.encoded += len(chunk)
-        return torch.stack([self._rows[k] for k in keys])
+        return out

@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 
 ENV = "FAITHTESTS_FIXTURES"
+#: What counts as a weights file in a checkpoint directory (fingerprints, xdist's model sizes).
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".ckpt")
 
 
 def checkout_root() -> Path | None:
@@ -45,3 +47,31 @@ def writable_fixtures_root() -> Path:
         "not running from a faithtests checkout, so there is no fixtures/ folder to train into: "
         f"pass --out DIR, or set {ENV}=DIR"
     )
+
+
+def spec_path(spec: str) -> Path | None:
+    """The local file or directory a model spec loads from, without loading it (None: not local)."""
+    if spec.startswith("vlm-scorer:"):
+        return spec_path(spec.removeprefix("vlm-scorer:"))
+    if spec.startswith("reference:"):
+        return fixtures_root() / spec.removeprefix("reference:")
+    if spec.startswith("open_clip:local-dir:"):
+        return Path(spec.removeprefix("open_clip:local-dir:")).expanduser()
+    if spec.startswith("open_clip:") and "@" in spec:
+        return Path(spec.split("@", 1)[1]).expanduser()
+    if spec.startswith("hf:"):
+        return Path(spec.removeprefix("hf:")).expanduser()
+    return None
+
+
+def weight_bytes(spec: str) -> int | None:
+    """Bytes of the weight files a spec loads (a directory is searched one level), None if unknown."""
+    path = spec_path(spec)
+    if path is None:
+        return None
+    if path.is_file():
+        return path.stat().st_size
+    if not path.is_dir():
+        return None
+    files = [f for f in path.iterdir() if f.is_file() and f.name.endswith(WEIGHT_SUFFIXES)]
+    return sum(f.stat().st_size for f in files) if files else None

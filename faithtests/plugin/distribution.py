@@ -20,15 +20,15 @@ Torch-free: the plugin imports no torch at load.
 from __future__ import annotations
 
 from collections.abc import Generator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from faithtests.models.locations import weight_bytes
+
 #: Models whose weight files are smaller than this may load on several workers (see module doc):
 #: the reference models (a few MB) load in well under a second, a 2B model in float32 (~9 GB) does not.
 SPLIT_MODEL_BYTES = 256 * 2**20
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".ckpt")
 #: xdist's loadgroup takes the group after the last "@" of a node id only when no "]" follows it.
 _NO_SCOPE_CHARS = str.maketrans({"@": "_", "[": "(", "]": ")"})
 
@@ -56,36 +56,6 @@ def pytest_configure_node(node: Any) -> None:
 def _loadgroup(config: pytest.Config) -> bool:
     workerinput: dict[str, Any] = getattr(config, "workerinput", {})
     return bool(getattr(config.option, "loadgroup", False) or workerinput.get("faith_loadgroup"))
-
-
-def spec_path(spec: str) -> Path | None:
-    """The local file or directory a spec loads from, without loading it (None: not local / unknown)."""
-    from faithtests.models.locations import fixtures_root
-
-    if spec.startswith("vlm-scorer:"):
-        return spec_path(spec.removeprefix("vlm-scorer:"))
-    if spec.startswith("reference:"):
-        return fixtures_root() / spec.removeprefix("reference:")
-    if spec.startswith("open_clip:local-dir:"):
-        return Path(spec.removeprefix("open_clip:local-dir:")).expanduser()
-    if spec.startswith("open_clip:") and "@" in spec:
-        return Path(spec.split("@", 1)[1]).expanduser()
-    if spec.startswith("hf:"):
-        return Path(spec.removeprefix("hf:")).expanduser()
-    return None
-
-
-def weight_bytes(spec: str) -> int | None:
-    """Bytes of the weight files a spec loads (a directory is searched one level), None if unknown."""
-    path = spec_path(spec)
-    if path is None:
-        return None
-    if path.is_file():
-        return path.stat().st_size
-    if not path.is_dir():
-        return None
-    files = [f for f in path.iterdir() if f.is_file() and f.name.endswith(WEIGHT_SUFFIXES)]
-    return sum(f.stat().st_size for f in files) if files else None
 
 
 def model_stage(fixturenames: Sequence[str], fixturedefs: Mapping[str, Sequence[Any]], model: str,

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from faithtests.plugin.distribution import SPLIT_MODEL_BYTES, group_name, model_stage, weight_bytes
+from faithtests.models.locations import weight_bytes
+from faithtests.plugin.distribution import SPLIT_MODEL_BYTES, group_name, model_stage
 
 PLUGINS = ("-p", "faithtests.plugin", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio")
 

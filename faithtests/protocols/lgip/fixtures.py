@@ -50,7 +50,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         # SugarCrepe brings its own flip types (its splits): one overall case, splits as slices.
         cases = [(d, t) for d in datasets(metafunc.config, flips=True)
                  for t in (("all",) if d == "sugarcrepe" else FLIP_CASES)]
-        metafunc.parametrize("flip_data,flip_family,flip_case", [(d, _family(t), t) for d, t in cases],
+        metafunc.parametrize("flip_data,flip_family,flip_case", [(d, family_of_case(t), t) for d, t in cases],
                              indirect=["flip_data", "flip_family"], ids=[f"{d}-{t}" for d, t in cases],
                              scope="session")
     if "strength_bin" in metafunc.fixturenames:
@@ -61,7 +61,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                              ids=[f"{d}-{b}" for d in names for b in STRENGTH_BINS], scope="session")
 
 
-def _family(case: str) -> str:
+def family_of_case(case: str) -> str:
     """The pair family a flip case reads: the combined case its own, every other case the flips."""
     return "combined" if case == "combined" else "flip"
 
