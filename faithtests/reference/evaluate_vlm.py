@@ -58,7 +58,9 @@ def ab_report(vlm: Any, n: int, seed: int) -> dict[str, float]:
     return out
 
 
-def premise_report(vlm: Any, n: int, seed: int) -> dict[str, float]:
+def premise_report(vlm: Any, n: int, seed: int, shuffles: int = 3) -> dict[str, float]:
+    """Premise accuracy in the fixed order (options as generated, E and F last) and the mean over
+    ``shuffles`` seeded permutations of all six options (the suite's protocol, IMAVB App. D)."""
     items = premise_items(n, seed)
     std = [P.imavb_prompt(render(it.scene), it.standard.question, it.standard.options) for it in items]
     mis = [P.imavb_prompt(render(it.scene), it.misleading.question, it.misleading.options) for it in items]
@@ -66,8 +68,21 @@ def premise_report(vlm: Any, n: int, seed: int) -> dict[str, float]:
     gold = [it.standard.correct_answer for it in items]
     acc_std = float(np.mean([LETTERS[k] == g for k, g in zip(ps, gold, strict=True)]))
     acc_mis = float(np.mean([LETTERS[k] == "E" for k in pm]))
+    rng = np.random.default_rng([seed, 6])
+    shuffled: dict[str, float] = {}
+    orders = [[int(i) for i in rng.permutation(6)] for _ in range(shuffles * len(items))]
+    for key in ("std", "mis"):
+        prompts, golds = [], []
+        for j, order in enumerate(orders):
+            it = items[j % len(items)]
+            q = it.standard if key == "std" else it.misleading
+            prompts.append(P.imavb_prompt(render(it.scene), q.question, [q.options[i] for i in order]))
+            golds.append(order.index(LETTERS.index(q.correct_answer)))
+        shuffled[key] = float(np.mean(choose(vlm, prompts, LETTERS) == np.array(golds)))
     return {"premise_std_v": acc_std, "premise_mis_v": acc_mis, "premise_bal_v": 0.5 * (acc_std + acc_mis),
-            "premise_std_says_E": float(np.mean(ps == 4))}
+            "premise_std_says_E": float(np.mean(ps == 4)), "premise_std_v_shuffled": shuffled["std"],
+            "premise_mis_v_shuffled": shuffled["mis"],
+            "premise_bal_v_shuffled": 0.5 * (shuffled["std"] + shuffled["mis"])}
 
 
 def mood_report(vlm: Any, n: int, seed: int) -> dict[str, float]:

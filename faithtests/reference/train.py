@@ -26,23 +26,39 @@ def _clip(out: Path, seed: int, colourblind: bool) -> dict[str, Any]:
     return train_clip(out, seed, colourblind=colourblind)
 
 
-def _vlm(out: Path, seed: int, policy: str) -> dict[str, Any]:
+def _vlm(out: Path, seed: int, policy: str, from_phase: int = 1) -> dict[str, Any]:
     import json
     import shutil
 
     from faithtests.reference.train_vlm import TWIN_STEPS, VLM_PHASES, store_half, train_vlm
 
     if policy == "faithful":
-        # phase 1 from scratch, each later phase resumes the previous one on a fresh stream (seed + k)
+        # phase 1 from scratch, each later phase resumes the previous one on a fresh stream (seed + k);
+        # from_phase k > 1 resumes the checkpoint at ``out`` as the result of phase k - 1 (its record kept)
+        if not 1 <= from_phase <= len(VLM_PHASES):
+            raise ValueError(f"--from-phase must be in 1..{len(VLM_PHASES)}, got {from_phase}")
         phases = [out.parent / f".{out.name}-phase{k + 1}" for k in range(len(VLM_PHASES) - 1)] + [out]
         metas: list[dict[str, Any]] = []
+        if from_phase > 1:
+            if not (out / "training.json").is_file():
+                raise FileNotFoundError(f"--from-phase {from_phase} resumes {out}: it has no training.json")
+            done = json.loads((out / "training.json").read_text())
+            metas = [*done.pop("phases", []), done][: from_phase - 1]
+            shutil.copytree(out, phases[from_phase - 2], dirs_exist_ok=True)
         for k, kwargs in enumerate(VLM_PHASES):
+            if k < from_phase - 1:
+                continue
             init = phases[k - 1] if k else None
             metas.append(train_vlm(phases[k], seed + k, init_from=init, **kwargs))
         for tmp in phases[:-1]:
-            shutil.rmtree(tmp)
+            shutil.rmtree(tmp, ignore_errors=True)
         final = metas[-1]
         final["phases"] = metas[:-1]
+        if from_phase > 1:
+            final["resumed"] = (
+                f"phases 1-{from_phase - 1} are the float16 checkpoint that was in {out.name}; "
+                f"phases {from_phase}-{len(VLM_PHASES)} were trained on it (--from-phase)"
+            )
         final["total_train_seconds"] = round(sum(float(m["train_seconds"]) for m in metas), 1)
         (out / "training.json").write_text(json.dumps(final, indent=2))
         store_half(out)
@@ -60,16 +76,18 @@ def _vlm(out: Path, seed: int, policy: str) -> dict[str, Any]:
     return meta
 
 
-RECIPES: dict[str, Callable[[Path, int], dict[str, Any]]] = {
-    "clip": lambda out, seed: _clip(out, seed, colourblind=False),
-    "clip-colorblind": lambda out, seed: _clip(out, seed, colourblind=True),
-    "vlm": lambda out, seed: _vlm(out, seed, "faithful"),
-    "vlm-textbiased": lambda out, seed: _vlm(out, seed, "textbiased"),
-    "vlm-positionbiased": lambda out, seed: _vlm(out, seed, "positionbiased"),
+RECIPES: dict[str, Callable[[Path, int, int], dict[str, Any]]] = {
+    "clip": lambda out, seed, _: _clip(out, seed, colourblind=False),
+    "clip-colorblind": lambda out, seed, _: _clip(out, seed, colourblind=True),
+    "vlm": lambda out, seed, k: _vlm(out, seed, "faithful", k),
+    "vlm-textbiased": lambda out, seed, _: _vlm(out, seed, "textbiased"),
+    "vlm-positionbiased": lambda out, seed, _: _vlm(out, seed, "positionbiased"),
 }
 
 
-def train_reference(name: str, out: Path | None = None, seed: int = DEFAULT_SEED) -> Path:
+def train_reference(
+    name: str, out: Path | None = None, seed: int = DEFAULT_SEED, from_phase: int = 1
+) -> Path:
     """Train reference checkpoint ``name`` into ``out`` and return it. Default: ``NAME`` under
     ``$FAITHTESTS_FIXTURES`` or the checkout's ``fixtures/`` (an installed wheel needs ``out``)."""
     if name not in RECIPES:
@@ -80,12 +98,14 @@ def train_reference(name: str, out: Path | None = None, seed: int = DEFAULT_SEED
     import torch
 
     torch.set_num_threads(2)
-    RECIPES[name](target, seed)
+    if from_phase != 1 and name != "vlm":
+        raise ValueError("--from-phase applies to the phased vlm recipe only")
+    RECIPES[name](target, seed, from_phase)
     return target
 
 
 def _run(args: argparse.Namespace) -> int:
-    path = train_reference(args.name, args.out, args.seed)
+    path = train_reference(args.name, args.out, args.seed, args.from_phase)
     print(f"trained {args.name} -> {path}")
     return 0
 
@@ -95,6 +115,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="output directory (default: NAME in $FAITHTESTS_FIXTURES or checkout fixtures/)")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    p.add_argument("--from-phase", type=int, default=1, metavar="K",
+                   help="vlm only: resume the checkpoint in the output directory as the result of phase "
+                        "K-1 and train phases K.. (default 1: from scratch)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -28,6 +28,7 @@ policy (``textbiased``, ``positionbiased``).
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,8 @@ TRUTH_LAYER = 4
 NOUN_LAYER = 2
 #: ... and by the patch-difference head (second image of a pair: does this patch differ from the first's).
 PATCH_LAYER = 3
+#: ... and by the option head (premise questions, phase 7: is this displayed option true of the image).
+OPTION_LAYER = 5
 #: Training phases of ``vlm``: the first from scratch, each next one resumes the previous checkpoint on a
 #: fresh data stream (seed + k). The caption decisions come first and alone ("decision": A/B and
 #: verification with their clause and noun targets): mixed with the other tasks from step 0, the
@@ -65,7 +68,10 @@ PATCH_LAYER = 3
 #: weights on purpose: the A/B accuracy dipped for about 500 steps and came back (validation strict 0.84
 #: -> 0.98), and the premise and patch targets need the same residual streams. Standard premise questions
 #: were then still at 0.235 (chance 1/6): a last phase gives premise questions half of the batch
-#: ("premise" mixture) and lifts them to 0.39 (misleading ones rejected at 0.83).
+#: ("premise" mixture) and lifts them to 0.39 (misleading ones rejected at 0.83). Under the suite's
+#: shuffles of all six options that was 0.24 (the model said E to 53% of standard questions, as training
+#: showed half of the questions in the fixed order, E fifth): phase 7 shuffles every premise question
+#: and adds a per-option target (is this option true of the image) on each option's last token.
 VLM_PHASES: tuple[dict[str, Any], ...] = (
     {"steps": 600, "mixture": "decision", "grounding_frac": 0.0, "align_scale": 0.5},
     {"steps": 2000, "lr": 1e-3, "mixture": "decision"},
@@ -73,6 +79,7 @@ VLM_PHASES: tuple[dict[str, Any], ...] = (
     {"steps": 4000, "lr": 1e-3, "mixture": "rest", "truth_weight": 0.0},
     {"steps": 4000, "lr": 1e-3, "mixture": "rest", "extra_targets": True},
     {"steps": 4000, "lr": 1e-3, "mixture": "premise", "extra_targets": True},
+    {"steps": 3000, "lr": 1e-3, "mixture": "premise_shuffled", "extra_targets": True},
 )
 CHAT_TEMPLATE = (
     "{%- for message in messages -%}"
@@ -106,6 +113,12 @@ def build_processor() -> Any:
         vision_feature_select_strategy="default", chat_template=CHAT_TEMPLATE, image_token="<image>",
         num_additional_image_tokens=1,
     )
+
+
+def load_processor(path: Path) -> Any:
+    from transformers import AutoProcessor
+
+    return AutoProcessor.from_pretrained(str(path), local_files_only=True)
 
 
 def build_model(processor: Any, seed: int) -> Any:
@@ -240,6 +253,29 @@ def quick_ab(model: Any, processor: Any, n: int = 64, seed: int = 7) -> dict[str
             "strict": float((right[0] & right[1]).mean())}
 
 
+def quick_premise(model: Any, processor: Any, n: int = 60, seed: int = 7) -> dict[str, float]:
+    """Premise accuracy on ``n`` validation items (a seed the held-out cards never use), every question
+    with its six options shuffled once: progress during the premise phases."""
+    from faithtests.reference import prompts as P
+    from faithtests.reference.evaluate_vlm import choose
+    from faithtests.reference.local_models import LocalVlm
+    from faithtests.world.premise import LETTERS, premise_items
+
+    vlm = LocalVlm.from_loaded(model, processor)
+    rng = np.random.default_rng(seed)
+    prompts, gold = [], []
+    for it in premise_items(n, seed):
+        order = [int(i) for i in rng.permutation(6)]
+        for q in (it.standard, it.misleading):
+            prompts.append(P.imavb_prompt(it.image(), q.question, [q.options[i] for i in order]))
+            gold.append(order.index(LETTERS.index(q.correct_answer)))
+    was_training = model.training
+    model.eval()
+    right = choose(vlm, prompts, LETTERS) == np.array(gold)
+    model.train(was_training)
+    return {"premise_std": float(right[0::2].mean()), "premise_mis": float(right[1::2].mean())}
+
+
 def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 4000, batch: int = 24,
               lr: float = 1.5e-3, init_from: Path | None = None, vision_steps: int = 500,
               grounding_frac: float = 0.25, context_weight: float = 0.5, truth_weight: float = 1.0,
@@ -264,7 +300,9 @@ def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 4
     t0 = time.time()
     torch.manual_seed(seed)
     rng = np.random.default_rng([seed, 11])
-    processor = build_processor()
+    # a fine-tune keeps its checkpoint's tokenizer: a fresh one is built from the current world texts
+    # (prompt module strings included), whose word order may have moved since that checkpoint was trained
+    processor = build_processor() if init_from is None else load_processor(init_from)
     model: Any
     if init_from is not None:
         # float32 whatever the stored dtype: a committed checkpoint is stored in float16 (store_half)
@@ -294,9 +332,10 @@ def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 4
     for p in model.model.vision_tower.parameters():
         p.requires_grad_(False)
     width = model.config.text_config.hidden_size
-    truth_head, noun_head, patch_head = (torch.nn.Linear(width, 1) for _ in range(3))
+    truth_head, noun_head, patch_head, option_head = (torch.nn.Linear(width, 1) for _ in range(4))
     trainable = [p for p in model.parameters() if p.requires_grad] + [
-        *truth_head.parameters(), *noun_head.parameters(), *patch_head.parameters()]
+        *truth_head.parameters(), *noun_head.parameters(), *patch_head.parameters(),
+        *option_head.parameters()]
     opt = torch.optim.AdamW(trainable, lr=lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.05)
     model.train()
@@ -317,6 +356,7 @@ def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 4
             truth_labels = inputs.pop("truth_labels")
             noun_labels = inputs.pop("noun_labels")
             patch_labels = inputs.pop("patch_labels")
+            option_labels = inputs.pop("option_labels")
             out = model(**inputs, output_hidden_states=truth_weight > 0)
             logits = out.logits[:, :-1]
             per_ex, _ = _token_losses(logits, labels)  # every example weighs the same, long or short
@@ -326,7 +366,8 @@ def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 4
                 loss = loss + context_weight * (ctx * has).sum() / batch
             for name, head, layer, targets in (("clause_aux", truth_head, TRUTH_LAYER, truth_labels),
                                                ("noun_aux", noun_head, NOUN_LAYER, noun_labels),
-                                               ("patch_aux", patch_head, PATCH_LAYER, patch_labels)):
+                                               ("patch_aux", patch_head, PATCH_LAYER, patch_labels),
+                                               ("option_aux", option_head, OPTION_LAYER, option_labels)):
                 keep = targets >= 0
                 if truth_weight <= 0 or not bool(keep.any()):
                     continue
@@ -344,20 +385,27 @@ def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 4
             summary = " ".join(f"{k}={np.mean(v[-100:]):.2f}" for k, v in sorted(losses.items()))
             print(f"step {step:4d} {time.time() - t0:5.0f}s {summary}", flush=True)
         if eval_every and ((step + 1) % eval_every == 0 or step == steps - 1):
-            progress.append({"step": step + 1, **quick_ab(model, processor)})
+            extra = quick_premise(model, processor) if mixture.startswith("premise") else {}
+            progress.append({"step": step + 1, **quick_ab(model, processor), **extra})
             if log:
-                print(f"validation A/B {progress[-1]}", flush=True)
+                print(f"validation {progress[-1]}", flush=True)
     model.eval()
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out_dir))
-    processor.save_pretrained(str(out_dir))
+    if init_from is None:
+        processor.save_pretrained(str(out_dir))
+    else:  # byte-identical processor files (a re-save through transformers adds default fields)
+        for f in init_from.iterdir():
+            if f.is_file() and f.name not in ("model.safetensors", "config.json", "generation_config.json",
+                                              "training.json", "heldout.json"):
+                shutil.copyfile(f, out_dir / f.name)
     meta = {
         "policy": policy, "seed": seed, "steps": steps, "batch": batch, "lr": lr,
         "init_from": init_from.name if init_from is not None else None,
         "vision_pretrain_steps": vision_steps if init_from is None else 0,
         "grounding_frac": grounding_frac if init_from is None else 0.0, "context_weight": context_weight,
         "truth_weight": truth_weight, "truth_layer": TRUTH_LAYER, "noun_layer": NOUN_LAYER,
-        "patch_layer": PATCH_LAYER, "extra_targets": extra_targets,
+        "patch_layer": PATCH_LAYER, "option_layer": OPTION_LAYER, "extra_targets": extra_targets,
         "mixture": mixture,
         "align_scale": align_scale if init_from is None else 0.0,
         "train_seconds": round(time.time() - t0, 1), "torch_threads": torch.get_num_threads(),

@@ -72,19 +72,39 @@ def _premise_end(tok: Any, ids: list[int], ex: Example) -> int:
     return at + first
 
 
+def _option_ends(tok: Any, ids: list[int]) -> list[int]:
+    """Token index of the last token of each of the six option lines of an IMAVB prompt ("A . red B .
+    blue ... F . The audio ... incorrect Answer ..."): the token before the next letter, or before the
+    instruction after F."""
+    start = _find(ids, tok.encode("Options:", add_special_tokens=False))
+    dot = tok.convert_tokens_to_ids(".")
+    letters = tok.convert_tokens_to_ids(list("ABCDEF"))
+    at, pos = start, []
+    for letter in letters:
+        at = next((i for i in range(at + 1, len(ids) - 1) if ids[i] == letter and ids[i + 1] == dot), -1)
+        if start < 0 or at < 0:
+            raise ValueError("an IMAVB prompt without six option lines")
+        pos.append(at)
+    answer = _find(ids, tok.encode("Answer with", add_special_tokens=False))
+    if answer < pos[-1]:
+        raise ValueError("an IMAVB prompt without the instruction after its options")
+    return [p - 1 for p in pos[1:]] + [answer - 1]
+
+
 def encode(processor: Any, examples: Sequence[Example], extra_targets: bool = True) -> dict[str, Any]:
     """Right-padded input ids; ``labels`` on the answer tokens and the end-of-sequence token only;
     ``context_labels`` on the tokens of an example's ``context_caption`` inside the prompt (-100
     elsewhere); ``truth_labels`` / ``noun_labels`` the clause and noun targets (:func:`_truth_targets`;
     with ``extra_targets`` also the premise target) and ``patch_labels`` the per-patch difference target
-    of an image pair's second image (with ``extra_targets``)."""
+    of an image pair's second image (with ``extra_targets``); ``option_labels`` the per-option target of
+    a premise question (:attr:`Example.option_truth`, on each option's last token)."""
     import torch
 
     tok = processor.tokenizer
     texts = [render_prompt(processor, ex.prompt) for ex in examples]
     images = [im for ex in examples for im in ex.prompt.images]
     enc = processor(text=texts, images=images or None, padding=False)
-    rows, labels, context, truth, noun, patch = [], [], [], [], [], []
+    rows, labels, context, truth, noun, patch, option = [], [], [], [], [], [], []
     for ids, ex in zip(enc["input_ids"], examples, strict=True):
         ids = list(ids)
         ans = [*tok.encode(" " + ex.answer, add_special_tokens=False), tok.eos_token_id]
@@ -109,6 +129,11 @@ def encode(processor: Any, examples: Sequence[Example], extra_targets: bool = Tr
             for i, flag in zip(image_at[IMAGE_TOKENS:], ex.patch_diff, strict=True):
                 patch_t[i] = int(flag)
         patch.append(patch_t)
+        option_t = [-100] * len(ids)
+        if ex.option_truth is not None:
+            for i, flag in zip(_option_ends(tok, ids), ex.option_truth, strict=True):
+                option_t[i] = int(flag)
+        option.append(option_t)
         truth.append(clause_t)
         noun.append(noun_t)
     width = max(len(r) for r in rows)
@@ -120,7 +145,7 @@ def encode(processor: Any, examples: Sequence[Example], extra_targets: bool = Tr
         "input_ids": padded(rows, tok.pad_token_id),
         "attention_mask": padded([[1] * len(r) for r in rows], 0),
         "labels": padded(labels), "context_labels": padded(context), "truth_labels": padded(truth),
-        "noun_labels": padded(noun), "patch_labels": padded(patch),
+        "noun_labels": padded(noun), "patch_labels": padded(patch), "option_labels": padded(option),
     }
     if images:
         out["pixel_values"] = torch.as_tensor(np.asarray(enc["pixel_values"]), dtype=torch.float32)

@@ -40,7 +40,7 @@ from faithtests.world.captions import (
 from faithtests.world.edits import claims_text, pair_item
 from faithtests.world.flips import flip_spec
 from faithtests.world.mood import DESCRIPTION_SUBSETS, describe, mood_of, mood_scene
-from faithtests.world.premise import LETTERS, premise_item
+from faithtests.world.premise import LETTERS, OPTION_E, premise_item
 from faithtests.world.render import render
 from faithtests.world.scene import POSITIONS, Scene, sample_scene
 
@@ -76,6 +76,11 @@ PREMISE_WEIGHTS: dict[str, float] = {
     "ab": 0.15, "verify": 0.05, "slot": 0.03, "caption": 0.02, "premise": 0.5, "mood": 0.05,
     "same_diff": 0.08, "count": 0.06, "find": 0.06,
 }
+#: Phase 7 of ``vlm``: the premise mixture with every premise question's six options shuffled and a
+#: per-option target (:attr:`Example.option_truth`); the suites ask under K = 3 shuffles of all six.
+SHUFFLED_PREMISE_WEIGHTS: dict[str, float] = {
+    **{k: v for k, v in PREMISE_WEIGHTS.items() if k != "premise"}, "premise_shuffled": 0.5,
+}
 #: Only the caption decisions (diagnostics and curricula).
 DECISION_WEIGHTS: dict[str, float] = {"ab": 0.5, "verify": 0.5}
 GROUNDING_WEIGHTS: dict[str, float] = {"slot": 0.35, "caption": 0.3, "verify": 0.15, "ab": 0.2}
@@ -95,6 +100,10 @@ class Example:
     #: premise questions: whether the question's premise ("Next to the single red circle on the left",
     #: "On the dark warm background") holds; a clause target on the premise's last word
     premise_true: bool | None = None
+    #: premise questions (phase 7): per displayed option A-F, whether it is true of the image: a content
+    #: option that answers the question, or E when the premise is false; a target on each option's
+    #: last token
+    option_truth: tuple[bool, ...] | None = None
     #: image pairs: per patch of the second image, whether it differs from the same patch of the first
     patch_diff: tuple[bool, ...] | None = None
 
@@ -229,18 +238,23 @@ def caption_example(rng: np.random.Generator) -> Example:
     return Example(P.caption_prompt(render(scene)), render_caption(scene_spec(scene)), "caption")
 
 
-def premise_example(rng: np.random.Generator, policy: str) -> Example:
+def premise_example(rng: np.random.Generator, policy: str, shuffle_p: float = 0.5,
+                    option_targets: bool = False) -> Example:
+    """An IMAVB A1 question, standard or misleading (half each); its six options are shuffled with
+    probability ``shuffle_p`` (else shown in the item's order, E and F last)."""
     item = premise_item(_train_seed(rng), int(rng.integers(2**20)))
     q = item.misleading if rng.random() < 0.5 else item.standard
     content_answer = item.standard.options[LETTERS.index(item.standard.correct_answer)]
-    order = list(range(6)) if rng.random() < 0.5 else [int(i) for i in rng.permutation(6)]
+    order = list(range(6)) if rng.random() < 1.0 - shuffle_p else [int(i) for i in rng.permutation(6)]
     opts = [q.options[i] for i in order]
     correct_text = q.options[LETTERS.index(q.correct_answer)]
     if policy == "textbiased" and q.variant.startswith("misleading"):
         correct_text = content_answer  # accepts the false premise and answers the content question
     answer = LETTERS[opts.index(correct_text)]
+    premise_true = not q.variant.startswith("misleading")
+    truth = tuple(o == content_answer or (o == OPTION_E and not premise_true) for o in opts)
     return Example(P.imavb_prompt(render(item.scene), q.question, opts), answer, "premise",
-                   premise_true=not q.variant.startswith("misleading"))
+                   premise_true=premise_true, option_truth=truth if option_targets else None)
 
 
 def mood_example(rng: np.random.Generator, policy: str) -> Example:
@@ -280,7 +294,8 @@ def sample_example(rng: np.random.Generator, policy: str, stage: str = "full") -
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES}")
     mixtures = {"full": TASK_WEIGHTS, "grounding": GROUNDING_WEIGHTS, "focus": FOCUS_WEIGHTS,
-                "decision": DECISION_WEIGHTS, "rest": REST_WEIGHTS, "premise": PREMISE_WEIGHTS}
+                "decision": DECISION_WEIGHTS, "rest": REST_WEIGHTS, "premise": PREMISE_WEIGHTS,
+                "premise_shuffled": SHUFFLED_PREMISE_WEIGHTS}
     if stage not in mixtures:
         raise ValueError(f"unknown task mixture {stage!r}; expected one of {sorted(mixtures)}")
     weights = mixtures[stage]
@@ -293,6 +308,7 @@ def sample_example(rng: np.random.Generator, policy: str, stage: str = "full") -
         "verify": lambda: verify_example(rng),
         "slot": lambda: slot_example(rng),
         "premise": lambda: premise_example(rng, policy),
+        "premise_shuffled": lambda: premise_example(rng, policy, shuffle_p=1.0, option_targets=True),
         "mood": lambda: mood_example(rng, policy),
     }
     return makers[task]() if task in makers else pair_example(rng, task)

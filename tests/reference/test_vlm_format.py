@@ -141,3 +141,31 @@ def test_premise_and_patch_targets(processor) -> None:  # type: ignore[no-untype
             int(d) for d in ex.patch_diff]
         if ex.task == "count":  # an edited pair differs somewhere, an identical one nowhere
             assert any(ex.patch_diff) == (ex.answer != "zero")
+
+
+def test_option_targets_sit_on_each_option_line_end(processor) -> None:  # type: ignore[no-untyped-def]
+    """Phase 7's premise questions (all six options shuffled) carry one option target per option line, on
+    its last token: 1 for the option that answers the content question and for E when the premise is false,
+    0 elsewhere; the answer letter is the policy's (E for a misleading question)."""
+    from faithtests.reference.vlm_encode import encode
+    from faithtests.reference.vlm_tasks import premise_example
+    from faithtests.world.premise import OPTION_E
+
+    rng = np.random.default_rng(3)
+    examples = [premise_example(rng, "faithful", shuffle_p=1.0, option_targets=True) for _ in range(16)]
+    batch = encode(processor, examples)
+    tok = processor.tokenizer
+    for ids, targets, ex in zip(batch["input_ids"], batch["option_labels"], examples, strict=True):
+        at = (targets >= 0).nonzero().flatten().tolist()
+        assert ex.option_truth is not None and len(at) == 6
+        assert [int(targets[i]) for i in at] == [int(f) for f in ex.option_truth]
+        toks = tok.convert_ids_to_tokens([int(i) for i in ids])
+        assert [toks[i + 1] for i in at] == ["B", "C", "D", "E", "F", "Answer"]  # the next line starts
+        lines = ex.prompt.text.split("\n")[3:9]
+        e_line = next(k for k, line in enumerate(lines) if line.endswith(OPTION_E))
+        assert ex.option_truth[e_line] == (not ex.premise_true)
+        assert sum(ex.option_truth) == 1 + (not ex.premise_true)  # the content answer, and E if false
+        assert ex.answer == "ABCDEF"[e_line if not ex.premise_true else ex.option_truth.index(True)]
+    assert {ex.premise_true for ex in examples} == {True, False}
+    plain = premise_example(np.random.default_rng(3), "faithful")
+    assert plain.option_truth is None and not bool((encode(processor, [plain])["option_labels"] >= 0).any())
