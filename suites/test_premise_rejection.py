@@ -43,13 +43,15 @@ from faithtests.protocols.imavb.probes import (
     tfidf_baseline,
 )
 from faithtests.protocols.imavb.records import LETTERS, SHORT, VISION_SPLITS, PremiseRecord
-from faithtests.protocols.imavb.run import ChoiceRun, EmbedderUnavailable
+from faithtests.protocols.imavb.run import ChoiceRun, EmbedderUnavailable, VariantRun
 from faithtests.scorecard.model import Series
 from faithtests.scorecard.recording import Faith
 from faithtests.stats import cluster_bootstrap_ci
 
 pytestmark = pytest.mark.suite("premise_rejection")
 EVAL_ROWS = "rows=pgla_eval"  # the PGLA evaluation rows (75% of stimuli), for base vs pgla like for like
+#: App. I.1's other prompts beside A1; A3 generates up to 512 tokens per question, hence ``slow``.
+PROMPTS = ("A2", "A4", pytest.param("A3", marks=pytest.mark.slow))
 
 
 def _run(data: PremiseData, variant: str, seed: int) -> ChoiceRun:
@@ -172,6 +174,37 @@ def test_balanced_accuracy(faith: Faith, premise_data: PremiseData, variant: str
         faith.check("Bal", slice=where)
 
 
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_prompt_variant(faith: Faith, premise_data: PremiseData, prompt: str, faith_seed: int) -> None:
+    """A2 (binary TRUE/FALSE), A3 (chain of thought, last valid letter) and A4 (warned) beside A1 on the
+    same records (App. C, I.1): accuracy per split and Bal (Eq. 1), and ΔBal against A1 paired over
+    stimuli (A3 against A1's fixed order, since CoT is run in the fixed order only). Diagnostic: no gate;
+    answers that cannot be read are counted wrong and reported, never guessed."""
+    vr = premise_data.prompt_run(prompt)
+    _record_invalid(faith, premise_data)
+    for kind, count in sorted(vr.invalid.items()):
+        faith.invalid(kind, count, total=len(vr.records), examples=vr.examples.get(kind, []))
+    run = premise_data.run
+    at = {r.item_id: i for i, r in enumerate(run.records)}
+    rows = np.array([at[r.item_id] for r in vr.records], dtype=np.int64)
+    lost = len(run.records) - len(rows)
+    unread = vr.invalid.get("unreadable video", 0)
+    assert lost == unread, f"{prompt}: {lost - unread} records neither answered nor counted invalid"
+    where = f"prompt={prompt}"
+    sp, stim = [r.split for r in vr.records], [r.stimulus_id for r in vr.records]
+    ss = split_scores(vr.correct, sp, stim, n_resamples=PREMISE_BOOTSTRAP, seed=faith_seed)
+    _record_boot(faith, ss, where)
+    for split in ss.acc:
+        faith.metric(SHORT[split], ss.acc[split], ci=ss.ci[split], n=ss.n[split], slice=where)
+    faith.metric("Bal", ss.bal, ci=ss.bal_ci, n=len(set(stim)), slice=where)
+    a1 = _item_correct(run)[rows]
+    a1 = a1[:, 0].astype(float) if prompt == "A3" else a1[:, 1:].mean(axis=1)
+    delta = split_scores(vr.correct - a1, sp, stim, n_resamples=PREMISE_BOOTSTRAP, seed=faith_seed)
+    faith.metric("delta_Bal_vs_A1", delta.bal, ci=delta.bal_ci, n=len(set(stim)), slice=where)
+    wrong = [j for j in np.argsort(vr.correct)[:4] if vr.correct[j] < 1]
+    faith.exemplars([_variant_exemplar(vr, j) for j in wrong])
+
+
 def test_representation_action_gap(faith: Faith, premise_data: PremiseData, faith_seed: int) -> None:
     run = premise_data.run
     assert run.states is not None, "the A1 run kept no hidden states"
@@ -285,6 +318,17 @@ def _record_pgla(
     cost = float(side_accuracy(res.base_correct, sp, False) - side_accuracy(res.pgla_correct, sp, False))
     n_std = sum(not s.startswith("misleading") for s in sp)
     faith.metric("PGLA_std_cost", cost, n=n_std, higher_is_better=False, slice=where)
+
+
+def _variant_exemplar(vr: VariantRun, j: int) -> dict[str, object]:
+    r = vr.records[j]
+    media = r.load_media()
+    reply = vr.replies[j] if vr.replies else f"correct in {vr.correct[j]:.0%} of shuffles"
+    return {
+        "image": media[0] if media else None,
+        "texts": {"question": r.question, "gold": r.correct_answer, "split": r.split, "reply": reply},
+        "reason": f"{vr.prompt} answered wrong",
+    }
 
 
 def _exemplar(run: ChoiceRun, r: PremiseRecord, reason: str) -> dict[str, object]:

@@ -272,6 +272,42 @@ class HFVisionLanguageModel:
         return torch.stack(self._stored("caption_logprob", None, len(prompts),
                                         lambda i: digest([prompt_key(prompts[i]), captions[i]]), compute))
 
+    def answer_logprob(
+        self, prompts: Sequence[Prompt], answers: Sequence[str], hooks: Hooks | None = None
+    ) -> torch.Tensor:
+        """Sum of the log-probabilities of each answer's tokens after each prompt, [N, K] (constrained
+        answers by whole labels: no parsing, no single-token requirement). The K continuations of one
+        prompt share its images, so they share one prefix forward. The answer's end-of-turn tokens do
+        not count: labels are compared as words, not as complete replies."""
+        if not answers:
+            raise ValueError("answer_logprob needs at least one answer")
+        if any(not a.strip() for a in answers):
+            raise ValueError(f"answer_logprob: empty answer in {list(answers)}")
+        _check_prompts(prompts)
+        k = len(answers)
+        pairs = [(i, a) for i in range(len(prompts)) for a in answers]
+        rows_prompts = [prompts[i] for i, _ in pairs]
+
+        def reduce(logits: torch.Tensor, valid: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+            logp = torch.log_softmax(logits.float(), dim=-1)
+            picked = logp.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+            return torch.where(valid, picked, torch.zeros_like(picked)).sum(dim=1)
+
+        def compute(rows: list[int]) -> list[torch.Tensor]:
+            sub = [p for r in rows for p in rows_prompts[r * k : (r + 1) * k]]
+            ans = [a for r in rows for _, a in pairs[r * k : (r + 1) * k]]
+
+            def encode_sub(idx: list[int]) -> tuple[EncodedBatch, list[list[int]]]:
+                enc, spans = encode_with_answers(self.processor, self.config, [sub[i] for i in idx],
+                                                 [ans[i] for i in idx])
+                return enc, [list(range(a - 1, b - 1)) for a, b in spans]
+
+            out = self._run(sub, reduce, False, hooks, encode_sub)[0].float().cpu()
+            return list(out.reshape(len(rows), k))
+
+        return torch.stack(self._stored(f"answer_logprob{tuple(answers)}", hooks, len(prompts),
+                                        lambda i: prompt_key(prompts[i]), compute))
+
     @torch.inference_mode()
     def attentions(self, prompts: Sequence[Prompt], hooks: Hooks | None = None) -> Attentions:
         """Per layer, the answer query's attention weights [N, heads, keys] (after any modifier), with the

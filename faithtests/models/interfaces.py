@@ -142,6 +142,13 @@ class VisionLanguageModel(Protocol):
         """``option_logits`` and ``states`` from the same forward pass (S3E needs both per prompt)."""
         ...
 
+    def answer_logprob(
+        self, prompts: Sequence[Prompt], answers: Sequence[str], hooks: Hooks | None = None
+    ) -> torch.Tensor:
+        """Log-probability of each full answer as the assistant's reply to each prompt, [N, len(answers)]:
+        the sum over the answer's own tokens (multi-token labels such as "contentment" score whole)."""
+        ...
+
     def attentions(self, prompts: Sequence[Prompt], hooks: Hooks | None = None) -> Attentions: ...
 
     def generate(

@@ -99,12 +99,3 @@ def last_valid_letter(text: str) -> str | None:
 
     found = re.findall(r"(?<![A-Za-z])([A-F])(?![A-Za-z])", text)
     return found[-1] if found else None
-
-
-def binary_answer(text: str) -> bool | None:
-    """A2's verdict from generated text: True for TRUE, False for FALSE, ``None`` if neither or both."""
-    up = text.upper()
-    t, f = "TRUE" in up, "FALSE" in up
-    if t == f:
-        return None
-    return t

@@ -8,8 +8,8 @@
 * :func:`logit_lens` — P_l(correct letter) per layer through the model's own norm and unembedding
   (Eqs. 3–4, :mod:`faithtests.models.lens`); HF adapters only, otherwise the reason it cannot run.
 * :func:`pgla_hooks` — PGLA (:mod:`.pgla`) as a ``Hooks.logit_adjuster`` for :func:`run_choice`.
-* :func:`run_binary` (A2, TRUE/FALSE logits) and :func:`run_cot` (A3, greedy generation, last valid
-  letter; unparseable answers counted invalid).
+* :func:`run_variant` — A2 (TRUE/FALSE by the two replies' log-probabilities), A3 (greedy generation,
+  last valid letter; unparseable answers counted invalid) and A4 (the A1 protocol with the warning).
 
 Stimuli that cannot be loaded (an unreadable video) and rows with non-finite logits are counted invalid
 by kind, never dropped silently: ``invalid`` maps kind → count, ``examples`` names the records.
@@ -25,11 +25,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faithtests.models.interfaces import Hooks, Prompt, VisionLanguageModel
+from faithtests.protocols.imavb.metrics import TIE, answers, correct
 from faithtests.protocols.imavb.pgla import PGLAConfig, pgla_adjust
 from faithtests.protocols.imavb.prompts import (
     A2_ANSWERS,
     MAX_NEW_TOKENS,
-    a2_text,
     last_valid_letter,
     make_prompt,
     prompt_text,
@@ -192,73 +192,79 @@ def pgla_hooks(configs: Mapping[str, PGLAConfig], p_mis: Mapping[str, float], be
 
 
 @dataclass
-class BinaryRun:
-    """A2: ``says_true`` [N] (TRUE logit > FALSE logit; ties counted in ``invalid``)."""
+class VariantRun:
+    """A prompt variant beside A1 (App. I.1) on the records: ``correct`` [N] in [0, 1] per record (A4:
+    the mean over the K shuffles; A2: TRUE for a standard question, FALSE for a misleading one; A3: the
+    last valid letter under the fixed order). Answers that cannot be read (a TRUE/FALSE tie, a CoT reply
+    without a letter, a tied top logit) count wrong and by kind in ``invalid``, never guessed; records
+    whose stimulus cannot be loaded are counted there too and are not in ``records``."""
 
+    prompt: str
     records: list[PremiseRecord]
-    says_true: NDArray[np.bool_]
+    correct: NDArray[np.float64]
     invalid: dict[str, int] = field(default_factory=dict)
-
-
-def run_binary(vlm: VisionLanguageModel, records: Sequence[PremiseRecord]) -> BinaryRun:
-    """A2 (App. I.1): TRUE/FALSE answered by the two words' logits at the answer position (the paper
-    generates up to 64 tokens and parses; the logits decide the same first word without parsing)."""
-    out = BinaryRun([], np.zeros(0, bool))
-    prompts: list[Prompt] = []
-    kept: list[PremiseRecord] = []
-    for r in records:
-        media = _media(_Counter(out.invalid), r)
-        if media is not None:
-            kept.append(r)
-            prompts.append(make_prompt(media, a2_text(r.question, r.split)))
-    if not prompts:
-        return out
-    lg = vlm.option_logits(prompts, A2_ANSWERS).float().cpu().numpy()
-    ties = lg[:, 0] == lg[:, 1]
-    if ties.any():
-        out.invalid["TRUE/FALSE tie (never guessed)"] = int(ties.sum())
-    out.records = [r for r, t in zip(kept, ties, strict=True) if not t]
-    out.says_true = (lg[:, 0] > lg[:, 1])[~ties]
-    return out
-
-
-@dataclass
-class CotRun:
-    """A3: canonical answer index per record (-1 = unparseable, counted in ``invalid``) and the texts."""
-
-    records: list[PremiseRecord]
-    answers: NDArray[np.int64]
-    texts: list[str]
-    invalid: dict[str, int] = field(default_factory=dict)
-
-
-def run_cot(
-    vlm: VisionLanguageModel, records: Sequence[PremiseRecord], *, max_new_tokens: int = MAX_NEW_TOKENS["A3"]
-) -> CotRun:
-    """A3 (App. C, I.1): greedy generation, answer = last valid letter A–F (fixed option order)."""
-    prompts: list[Prompt] = []
-    kept: list[PremiseRecord] = []
-    invalid: dict[str, int] = {}
-    for r in records:
-        media = _media(_Counter(invalid), r)
-        if media is not None:
-            kept.append(r)
-            prompts.append(make_prompt(media, prompt_text("A3", r.question, r.options, r.split)))
-    texts = vlm.generate(prompts, max_new_tokens=max_new_tokens) if prompts else []
-    letters = [last_valid_letter(t) for t in texts]
-    bad = sum(x is None for x in letters)
-    if bad:
-        invalid["unparseable CoT answer (no letter A-F)"] = bad
-    answers = np.array([LETTERS.index(x) if x else -1 for x in letters], dtype=np.int64)
-    return CotRun(kept, answers, texts, invalid)
-
-
-class _Counter:
-    def __init__(self, invalid: dict[str, int]) -> None:
-        self.invalid = invalid
+    examples: dict[str, list[str]] = field(default_factory=dict)
+    replies: list[str] = field(default_factory=list)  # A2 "TRUE"/"FALSE"/"tie", A3 the generated text
 
     def reject(self, kind: str, where: str) -> None:
         self.invalid[kind] = self.invalid.get(kind, 0) + 1
+        ex = self.examples.setdefault(kind, [])
+        if len(ex) < 5:
+            ex.append(where)
+
+
+def run_variant(
+    vlm: VisionLanguageModel, records: Sequence[PremiseRecord], prompt: str, *, k: int = K_SHUFFLES
+) -> VariantRun:
+    """A2, A3 or A4 on ``records`` (:class:`VariantRun`)."""
+    if prompt == "A4":
+        return _run_warned(vlm, records, k)
+    if prompt not in ("A2", "A3"):
+        raise ValueError(f"run_variant: prompt {prompt!r} is not one of A2, A3, A4 (A1 is run_choice)")
+    out = VariantRun(prompt, [], np.zeros(0))
+    prompts: list[Prompt] = []
+    for r in records:
+        media = _media(out, r)
+        if media is not None:
+            out.records.append(r)
+            prompts.append(make_prompt(media, prompt_text(prompt, r.question, r.options, r.split)))
+    if not prompts:
+        return out
+    if prompt == "A2":
+        # the paper generates up to 64 tokens and parses TRUE/FALSE; the two words' log-probabilities as
+        # whole replies decide the same first word without parsing (multi-token spellings included)
+        lp = vlm.answer_logprob(prompts, A2_ANSWERS).float().cpu().numpy()
+        ok = []
+        for r, (lp_true, lp_false) in zip(out.records, lp, strict=True):
+            if lp_true == lp_false:
+                out.reject("TRUE/FALSE tie (never guessed)", r.item_id)
+            out.replies.append("tie" if lp_true == lp_false else ("TRUE" if lp_true > lp_false else "FALSE"))
+            ok.append(out.replies[-1] == ("FALSE" if r.misleading else "TRUE"))
+    else:
+        out.replies = vlm.generate(prompts, max_new_tokens=MAX_NEW_TOKENS["A3"])
+        ok = []
+        for r, text in zip(out.records, out.replies, strict=True):
+            letter = last_valid_letter(text)
+            if letter is None:
+                out.reject("unparseable CoT answer (no letter A-F)", f"{r.item_id}: {text[:80]!r}")
+            ok.append(letter is not None and LETTERS.index(letter) == r.correct_index)
+    out.correct = np.array(ok, dtype=np.float64)
+    return out
+
+
+def _run_warned(vlm: VisionLanguageModel, records: Sequence[PremiseRecord], k: int) -> VariantRun:
+    """A4: the A1 protocol (letter logits, fixed order + K shuffles) with the warning head."""
+    run = run_choice(vlm, records, variant="A4", k=k, want_states=False)
+    out = VariantRun("A4", run.records, np.zeros(0), dict(run.invalid), dict(run.examples))
+    if not run.records:
+        return out
+    ans = answers(run.logits[:, 1:])
+    gold = np.array([r.correct_index for r in run.records])
+    out.correct = correct(ans, gold).mean(axis=1).astype(np.float64)
+    for r, a in zip(run.records, ans, strict=True):
+        for _ in range(int((a == TIE).sum())):
+            out.reject("tied top logit", r.item_id)
+    return out
 
 
 #: sha256 of all-MiniLM-L6-v2's model.safetensors as published by sentence-transformers (checked on load).

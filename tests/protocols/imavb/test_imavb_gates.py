@@ -68,9 +68,13 @@ def _value(
 
 def test_reference_vlm_passes_every_premise_gate(premise_card: Any) -> None:
     outcomes, results, _ = premise_card("reference:vlm")
-    assert len(outcomes) == 8, outcomes  # 2 splits x 2 variants, Bal x 2 variants, gap, PGLA
+    # 2 splits x 2 variants, Bal x 2 variants, gap, PGLA, prompts A2 / A3 / A4
+    assert len(outcomes) == 11, outcomes
     assert all(o == "passed" for o in outcomes.values()), outcomes
     assert _value(results, "mis_v") > 0.8
+    for prompt in ("A2", "A3", "A4"):  # the prompt variants are recorded beside A1, with ΔBal
+        assert 0.0 <= _value(results, "Bal", slice=f"prompt={prompt}") <= 1.0
+        assert -1.0 <= _value(results, "delta_Bal_vs_A1", slice=f"prompt={prompt}") <= 1.0
 
 
 def test_textbiased_vlm_fails_misleading_rejection_but_its_states_encode_the_mismatch(
@@ -89,6 +93,7 @@ def test_textbiased_vlm_fails_misleading_rejection_but_its_states_encode_the_mis
     assert _value(results, "probe_margin") > 0.05
     # PGLA in the paper's protocol (one fixed option order, Table 4) lifts its Bal by far more than noise
     assert _value(results, "PGLA_delta_Bal", slice="fixed order") > 0.1
+    assert _value(results, "PGLA_delta_Bal") > 0.05  # under the suite's shuffles too
 
 
 @pytest.mark.parametrize("vlm", ["reference:vlm", "reference:vlm-textbiased"])

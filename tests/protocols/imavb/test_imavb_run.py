@@ -12,8 +12,8 @@ import torch
 
 from faithtests.models.interfaces import Decision, Hooks, Prompt
 from faithtests.protocols.imavb.metrics import answers, correct, split_scores
-from faithtests.protocols.imavb.prompts import a1_text, binary_answer, last_valid_letter, prompt_text
-from faithtests.protocols.imavb.run import run_choice
+from faithtests.protocols.imavb.prompts import a1_text, last_valid_letter, prompt_text
+from faithtests.protocols.imavb.run import run_choice, run_variant
 from faithtests.protocols.imavb.sources import world_records
 from faithtests.scorecard.thresholds import load_thresholds
 
@@ -47,8 +47,6 @@ def test_a1_is_the_text_the_reference_vlm_was_trained_on() -> None:
 def test_answer_parsers_never_guess() -> None:
     assert last_valid_letter("The shirt is blue, so B. Wait: the premise is wrong, E") == "E"
     assert last_valid_letter("I think Apple") is None
-    assert binary_answer("TRUE") is True and binary_answer("false.") is False
-    assert binary_answer("TRUE or FALSE") is None and binary_answer("maybe") is None
 
 
 class LetterVLM:
@@ -66,7 +64,7 @@ class LetterVLM:
     ) -> Decision:
         rows = []
         for p in prompts:
-            lines = p.text.split("\n")[3:9]
+            lines = [ln for ln in p.text.split("\n") if ln[:1] in set("ABCDEF") and ln[1:3] == ". "]
             pick = (
                 next(i for i, line in enumerate(lines) if "visual detail" in line)
                 if self.reject
@@ -109,8 +107,56 @@ def test_a_one_letter_model_fails_the_gates(letter: str) -> None:
     _, ss = _scores(LetterVLM(letter=letter), n=100)
     assert ss.acc["misleading_vision"] < 0.35 and not _passes("mis_v", ss.acc["misleading_vision"])
     assert not _passes("Bal", ss.bal)
-    # std_v alone cannot tell it from reference:vlm (1/6 vs 0.23; see thresholds.toml): mis_v and Bal do
+    assert not _passes("std_v", ss.acc["standard_vision"])  # 1/6 against the gate's 0.35
     assert abs(ss.bal - 1 / 6) < 0.08  # a letter lands on a uniformly random option under shuffles
+
+
+class ReplyVLM(LetterVLM):
+    """A2: log-probabilities ``true_lp`` / ``false_lp`` for TRUE / FALSE; A3: the canned ``reply``."""
+
+    def __init__(self, true_lp: float = 0.0, false_lp: float = -1.0, reply: str = "B") -> None:
+        super().__init__(letter="A")
+        self.true_lp, self.false_lp, self.reply = true_lp, false_lp, reply
+
+    def answer_logprob(
+        self, prompts: Sequence[Prompt], options: Sequence[str], hooks: Hooks | None = None
+    ) -> torch.Tensor:
+        assert tuple(options) == ("TRUE", "FALSE") and all("TRUE or FALSE" in p.text for p in prompts)
+        return torch.tensor([[self.true_lp, self.false_lp]] * len(prompts))
+
+    def generate(
+        self, prompts: Sequence[Prompt], max_new_tokens: int = 32, hooks: Hooks | None = None
+    ) -> list[str]:
+        assert max_new_tokens == 512 and all(p.text.startswith("Think step by step") for p in prompts)
+        return [self.reply] * len(prompts)
+
+
+def test_a2_scores_true_on_standard_and_false_on_misleading_and_counts_ties() -> None:
+    recs = world_records(10, seed=0)
+    says_true = run_variant(ReplyVLM(), recs, "A2")  # type: ignore[arg-type]
+    mis = np.array([r.misleading for r in says_true.records])
+    assert (says_true.correct[~mis] == 1).all() and (says_true.correct[mis] == 0).all()
+    assert says_true.replies == ["TRUE"] * 20 and not says_true.invalid
+    tied = run_variant(ReplyVLM(true_lp=-0.5, false_lp=-0.5), recs, "A2")  # type: ignore[arg-type]
+    assert tied.invalid == {"TRUE/FALSE tie (never guessed)": 20} and (tied.correct == 0).all()
+
+
+def test_a3_reads_the_last_valid_letter_and_counts_unparseable_replies() -> None:
+    recs = world_records(10, seed=0)
+    e = run_variant(ReplyVLM(reply="The premise says red but it is blue, so E"), recs, "A3")  # type: ignore[arg-type]
+    mis = np.array([r.misleading for r in e.records])
+    assert (e.correct[mis] == 1).all() and (e.correct[~mis] == 0).all() and not e.invalid
+    none = run_variant(ReplyVLM(reply="I cannot tell"), recs, "A3")  # type: ignore[arg-type]
+    assert none.invalid == {"unparseable CoT answer (no letter A-F)": 20} and (none.correct == 0).all()
+    assert len(none.examples["unparseable CoT answer (no letter A-F)"]) == 5
+
+
+def test_a4_runs_the_a1_protocol_with_the_warning() -> None:
+    vr = run_variant(LetterVLM(reject=True), world_records(10, seed=0), "A4")  # type: ignore[arg-type]
+    mis = np.array([r.misleading for r in vr.records])
+    assert (vr.correct[mis] == 1).all() and (vr.correct[~mis] == 0).all()
+    with pytest.raises(ValueError, match="A1 is run_choice"):
+        run_variant(LetterVLM(), world_records(1, seed=0), "A1")  # type: ignore[arg-type]
 
 
 def test_an_always_rejecting_model_fails_std_v() -> None:
