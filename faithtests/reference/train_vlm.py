@@ -118,7 +118,7 @@ def build_processor() -> Any:
 def load_processor(path: Path) -> Any:
     from transformers import AutoProcessor
 
-    return AutoProcessor.from_pretrained(str(path), local_files_only=True)
+    return AutoProcessor.from_pretrained(str(path), local_files_only=True)  # type: ignore[no-untyped-call]
 
 
 def build_model(processor: Any, seed: int) -> Any:

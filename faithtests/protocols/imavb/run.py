@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from faithtests.data.invalid import CountsInvalid
 from faithtests.models.interfaces import Hooks, Prompt, VisionLanguageModel
 from faithtests.protocols.imavb.metrics import TIE, answers, correct
 from faithtests.protocols.imavb.pgla import PGLAConfig, pgla_adjust
@@ -44,7 +45,7 @@ HooksFor = Callable[[Sequence[PremiseRecord], NDArray[np.int64]], Hooks | None]
 
 
 @dataclass
-class ChoiceRun:
+class ChoiceRun(CountsInvalid):
     """One model's answers. ``logits`` [N, S, 6] are canonical-order (column c = option c), S = orders
     (``orders[0]`` = "fixed", then shuffles 0..K-1); ``perms`` [N, S, 6]; ``states`` [L, N, D] at the
     fixed order's last prompt token."""
@@ -57,12 +58,6 @@ class ChoiceRun:
     invalid: dict[str, int] = field(default_factory=dict)
     examples: dict[str, list[str]] = field(default_factory=dict)
     total: int = 0
-
-    def reject(self, kind: str, where: str) -> None:
-        self.invalid[kind] = self.invalid.get(kind, 0) + 1
-        ex = self.examples.setdefault(kind, [])
-        if len(ex) < 5:
-            ex.append(where)
 
 
 def _media(run: Any, r: PremiseRecord) -> tuple[Any, ...] | None:
@@ -192,7 +187,7 @@ def pgla_hooks(configs: Mapping[str, PGLAConfig], p_mis: Mapping[str, float], be
 
 
 @dataclass
-class VariantRun:
+class VariantRun(CountsInvalid):
     """A prompt variant beside A1 (App. I.1) on the records: ``correct`` [N] in [0, 1] per record (A4:
     the mean over the K shuffles; A2: TRUE for a standard question, FALSE for a misleading one; A3: the
     last valid letter under the fixed order). Answers that cannot be read (a TRUE/FALSE tie, a CoT reply
@@ -205,12 +200,6 @@ class VariantRun:
     invalid: dict[str, int] = field(default_factory=dict)
     examples: dict[str, list[str]] = field(default_factory=dict)
     replies: list[str] = field(default_factory=list)  # A2 "TRUE"/"FALSE"/"tie", A3 the generated text
-
-    def reject(self, kind: str, where: str) -> None:
-        self.invalid[kind] = self.invalid.get(kind, 0) + 1
-        ex = self.examples.setdefault(kind, [])
-        if len(ex) < 5:
-            ex.append(where)
 
 
 def run_variant(

@@ -28,6 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
+from faithtests.data.invalid import CountsInvalid
 from faithtests.protocols.imavb.records import LETTERS, SPLITS, PremiseRecord, Split
 from faithtests.protocols.imavb.video import DEFAULT_FRAMES, probe_video, sample_frames
 
@@ -38,19 +39,13 @@ SUBCATEGORY_KEYS = ("misleading_category", "misleading_subcategory", "subcategor
 
 
 @dataclass
-class Loaded:
+class Loaded(CountsInvalid):
     """Records that passed validation, and what did not, by kind (``examples`` name the rows)."""
 
     records: list[PremiseRecord] = field(default_factory=list)
     invalid: dict[str, int] = field(default_factory=dict)
     examples: dict[str, list[str]] = field(default_factory=dict)
     total: int = 0
-
-    def reject(self, kind: str, where: str) -> None:
-        self.invalid[kind] = self.invalid.get(kind, 0) + 1
-        self.examples.setdefault(kind, [])
-        if len(self.examples[kind]) < 5:
-            self.examples[kind].append(where)
 
 
 # ------------------------------------------------------------------------------------------ world

@@ -4,44 +4,20 @@ and read back from the scorecard."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from faithtests.testing.suite_run import Card, result, run_suite
+
 ROOT = Path(__file__).resolve().parents[3]
-Card = tuple[dict[str, str], list[dict[str, Any]], dict[str, list[dict[str, Any]]]]
 _CARDS: dict[str, Card] = {}
 
 
-def run_premise(tmp_path: Path, vlm: str) -> Card:
+def run_premise(tmp_path: Path, vlm: str, *extra: str) -> Card:
     """(test name → outcome, results, test name → invalid entries) of one suite run on ``vlm``."""
-    report = tmp_path / "report"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/test_premise_rejection.py",
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        "--faith-vlm",
-        vlm,
-        "--faith-report",
-        str(report),
-    ]
-    proc = subprocess.run(
-        cmd, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=900
-    )
-    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
-    card: dict[str, Any] = json.loads((report / "scorecard.json").read_text())
-    outcomes = {t["test"].split("::")[1]: t["outcome"] for t in card["tests"]}
-    invalid = {t["test"].split("::")[1]: t["invalid"] for t in card["tests"]}
-    return outcomes, card["results"], invalid
+    return run_suite(ROOT, "suites/test_premise_rejection.py", tmp_path / "report", vlm, *extra)
 
 
 @pytest.fixture(scope="module")
@@ -59,11 +35,7 @@ def premise_card(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def _value(
     results: list[dict[str, Any]], metric: str, variant: str = "base", slice: str | None = None
 ) -> float:
-    return next(
-        float(r["value"])
-        for r in results
-        if (r["metric"], r["variant"], r["slice"]) == (metric, variant, slice)
-    )
+    return float(result(results, metric, variant, slice)["value"])
 
 
 def test_reference_vlm_passes_every_premise_gate(premise_card: Any) -> None:

@@ -1,0 +1,51 @@
+"""Run one suite file as a user would (a pytest subprocess writing a scorecard) and read the card back:
+the gate tests of each protocol show both sides of their thresholds on the bundled reference models."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+#: (test name -> outcome, results, test name -> invalid entries) of one suite run
+Card = tuple[dict[str, str], list[dict[str, Any]], dict[str, list[dict[str, Any]]]]
+
+
+def run_suite(root: Path, suite: str, report: Path, vlm: str, *extra: str, timeout: int = 900) -> Card:
+    """``pytest SUITE --faith-vlm VLM --faith-report REPORT EXTRA...`` in ``root``; a crash (exit status
+    other than 0 or 1) fails with the end of its output."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        suite,
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--faith-vlm",
+        vlm,
+        "--faith-report",
+        str(report),
+        *extra,
+    ]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode not in (0, 1):
+        raise AssertionError(proc.stdout[-3000:] + proc.stderr[-3000:])
+    card: dict[str, Any] = json.loads((report / "scorecard.json").read_text())
+    outcomes = {t["test"].split("::")[1]: t["outcome"] for t in card["tests"]}
+    invalid = {t["test"].split("::")[1]: t["invalid"] for t in card["tests"]}
+    return outcomes, card["results"], invalid
+
+
+def result(
+    results: list[dict[str, Any]], metric: str, variant: str = "base", slice: str | None = None
+) -> dict[str, Any]:
+    """The one result row of (metric, variant, slice); StopIteration names nothing, so say what is missing."""
+    for r in results:
+        if (r["metric"], r["variant"], r["slice"]) == (metric, variant, slice):
+            return r
+    raise KeyError(f"no result {metric!r} variant={variant!r} slice={slice!r} in the scorecard")
