@@ -412,8 +412,8 @@ def test_repo_conftest_and_entry_point_register_once(pytestconfig: pytest.Config
     # each protocol's fixtures module is found on disk and registered by the plugin, once
     from faithtests.protocols import FIXTURE_PLUGINS
 
-    assert FIXTURE_PLUGINS == ("faithtests.protocols.imavb.fixtures", "faithtests.protocols.lgip.fixtures",
-                               "faithtests.protocols.s3e.fixtures")
+    assert FIXTURE_PLUGINS == ("faithtests.protocols.acbench.fixtures", "faithtests.protocols.imavb.fixtures",
+                               "faithtests.protocols.lgip.fixtures", "faithtests.protocols.s3e.fixtures")
     for name in FIXTURE_PLUGINS:
         assert pytestconfig.pluginmanager.get_plugin(name) is not None, name
 

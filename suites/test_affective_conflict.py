@@ -1,0 +1,419 @@
+"""Suite 4 — affective conflict (AC-Bench §3–5, App. C.3, D; SPEC §4).
+
+Protocol: an image with its emotion y_img and one description steering toward y_txt (aligned: y_txt =
+y_img; subjective adjacent / opposite; objective object / attribute / behaviour). The model answers the
+App. C.3 emotion prompt with one of the eight labels, in answer mode (a) ``constrained`` (default: the
+label whose full continuation has the highest log-probability; a tie is no answer) or (b) ``generation``
+(greedy, read by a strict parser; anything else is "other"). Metrics on the conflict records (y_img ≠
+y_txt): P_img, P_txt, P_oth (Eqs. 1–3) and TBR (Eq. 4), overall and per subset; accuracy on aligned
+records; the image-only and text-only baselines (App. C.1, the benchmark's validity check); LSS per
+layer at the answer query (Eq. 22, Figs. 8–9). CIs: percentile bootstrap over images (an image's six
+records resampled together). CECS (§5, App. D) is the variant ``cecs``: conflict score s from the probe
+prompt (Eq. 5), the mass-preserving attention reallocation in the window for every prompt with s ≥ τ;
+recorded beside ``base``, gated by nothing (a diagnostic intervention, like PGLA in suite 3).
+Gates (base variant, constrained mode): P_img (>=), TBR (<=), aligned accuracy (>=).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from faithtests.protocols.acbench.fixtures import ACBENCH_BOOTSTRAP, ACBENCH_VARIANTS, AcData, CecsUnavailable
+from faithtests.protocols.acbench.metrics import Shares, answer_category, answer_shares, lss_curve
+from faithtests.protocols.acbench.records import CONFLICT_SUBSETS, EMOTIONS, AcRecord
+from faithtests.protocols.acbench.run import ANSWER_MODES, Answers
+from faithtests.protocols.acbench.steering import active_rows
+from faithtests.scorecard.model import Series
+from faithtests.scorecard.recording import Faith
+from faithtests.stats import cluster_bootstrap_ci, cluster_bootstrap_ratio_ci
+
+pytestmark = pytest.mark.suite("affective_conflict")
+GATED = ("base", "constrained")  # (variant, mode) the thresholds apply to
+#: Mass preservation (Eq. 13) on real attention rows, and "unchanged" below the gate (eager vs fused
+#: attention kernels round differently, so outputs agree to float32 rounding, not bit for bit).
+MASS_TOL = 1e-6
+GATE_TOL = 1e-4
+
+
+def _where(subset: str | None, mode: str) -> str | None:
+    """The slice of a result: the subset, and the answer mode unless it is the default."""
+    parts = [p for p in (subset, None if mode == "constrained" else f"mode={mode}") if p]
+    return ", ".join(parts) or None
+
+
+def _described(data: AcData) -> list[AcRecord]:
+    if not data.records:
+        pytest.skip(f"{data.dataset}: no records with a description (image-only data: baselines only)")
+    return data.records
+
+
+def _answers(data: AcData, variant: str, mode: str) -> Answers:
+    try:
+        return data.answers(variant, mode)  # type: ignore[arg-type]
+    except CecsUnavailable as e:
+        pytest.skip(f"CECS not run on {data.dataset}: {e}")
+
+
+def _record_invalid(faith: Faith, data: AcData, *answers: Answers) -> None:
+    for kind, count, total, examples in data.data_invalid():
+        faith.invalid(kind, count, total=total, examples=examples)
+    for a in answers:
+        c = a.counted
+        for kind, count in sorted(c.invalid.items()):
+            faith.invalid(f"{kind} [{a.mode}]", count, total=len(a.ids), examples=c.examples[kind])
+
+
+def _ci(values: np.ndarray, clusters: list[str], seed: int) -> tuple[float, float] | None:
+    if not len(values):
+        return None
+    return cluster_bootstrap_ci(values, clusters, n_resamples=ACBENCH_BOOTSTRAP, seed=seed)
+
+
+def _ratio_ci(num: np.ndarray, den: np.ndarray, clusters: list[str], seed: int) -> tuple[float, float] | None:
+    if not len(num):
+        return None
+    lo, hi = cluster_bootstrap_ratio_ci(num, den, clusters, n_resamples=ACBENCH_BOOTSTRAP, seed=seed)
+    return (lo, hi) if np.isfinite(lo) and np.isfinite(hi) else None
+
+
+def _categories(recs: list[AcRecord], ans: Answers) -> tuple[list[int], np.ndarray]:
+    """Conflict rows and their §4.1 category one-hot [n, 3] (image, text, other)."""
+    rows = [i for i, r in enumerate(recs) if r.conflict]
+    cats = [answer_category(ans.pred[i], recs[i].image_emotion, recs[i].text_emotion or "") for i in rows]
+    onehot = np.array([[c == k for k in ("image", "text", "other")] for c in cats], dtype=np.float64)
+    return rows, onehot.reshape(len(rows), 3)
+
+
+def _shares(recs: list[AcRecord], ans: Answers, rows: list[int]) -> Shares:
+    """Eqs. 1–4 on ``rows`` (``metrics.answer_shares``)."""
+    return answer_shares(
+        [ans.pred[i] for i in rows],
+        [recs[i].image_emotion for i in rows],
+        [recs[i].text_emotion for i in rows],
+    )
+
+
+def _groups(recs: list[AcRecord], rows: list[int]) -> list[tuple[str | None, list[int]]]:
+    """(subset or None for all, positions within ``rows``) for Q_conf and each conflict subset present."""
+    out: list[tuple[str | None, list[int]]] = [(None, list(range(len(rows))))]
+    for s in CONFLICT_SUBSETS:
+        pos = [j for j, i in enumerate(rows) if recs[i].subset == s]
+        if pos:
+            out.append((s, pos))
+    return out
+
+
+@pytest.mark.parametrize("variant", ACBENCH_VARIANTS)
+@pytest.mark.parametrize("mode", ANSWER_MODES)
+def test_conflict_shares(
+    faith: Faith, acbench_data: AcData, mode: str, variant: str, faith_seed: int
+) -> None:
+    """P_img, P_txt, P_oth (Eqs. 1–3) on Q_conf and per subset (Tables 1, 5, 6), CIs over images."""
+    recs = _described(acbench_data)
+    ans = _answers(acbench_data, variant, mode)
+    _record_invalid(faith, acbench_data, ans)
+    rows, onehot = _categories(recs, ans)
+    assert rows, f"no conflict records in {acbench_data.dataset}"
+    stim = [recs[i].stimulus_id for i in rows]
+    for subset, pos in _groups(recs, rows):
+        cl = [stim[j] for j in pos]
+        sh = _shares(recs, ans, [rows[j] for j in pos])
+        for k, (name, better) in enumerate((("P_img", True), ("P_txt", False), ("P_oth", False))):
+            x = onehot[pos, k]  # per-record indicators: the bootstrap's unit
+            faith.metric(
+                name,
+                (sh.p_img, sh.p_txt, sh.p_oth)[k],
+                ci=_ci(x, cl, faith_seed),
+                n=len(pos),
+                higher_is_better=better,
+                slice=_where(subset, mode),
+            )
+    present = [s for s, _ in _groups(recs, rows)[1:] if s]
+    by = {s: onehot[pos].mean(axis=0) for s, pos in _groups(recs, rows)[1:] if s}
+    faith.plot(
+        f"answer alignment per conflict subset ({mode})",
+        "bar",
+        [
+            Series(k, list(present), [float(by[s][j]) for s in present])
+            for j, k in enumerate(("image", "text", "other"))
+        ],
+        y_label="share of conflict records",
+    )
+    faith.items(f"image_aligned_{mode}", {recs[i].item_id: bool(onehot[j, 0]) for j, i in enumerate(rows)})
+    followed = [i for j, i in enumerate(rows) if onehot[j, 1]][:4]
+    faith.exemplars([_exemplar(recs[i], ans, i, "followed the description, not the image") for i in followed])
+    if (variant, mode) == GATED:  # CECS and the generation mode are recorded, gated by nothing
+        faith.check("P_img")
+
+
+@pytest.mark.parametrize("variant", ACBENCH_VARIANTS)
+@pytest.mark.parametrize("mode", ANSWER_MODES)
+def test_text_bias_ratio(
+    faith: Faith, acbench_data: AcData, mode: str, variant: str, faith_seed: int
+) -> None:
+    """TBR = P_txt / (P_txt + P_img) (Eq. 4) on Q_conf and per subset (Table 7); undefined (NaN, which
+    never passes) when no answer matches either label."""
+    recs = _described(acbench_data)
+    ans = _answers(acbench_data, variant, mode)
+    _record_invalid(faith, acbench_data, ans)
+    rows, onehot = _categories(recs, ans)
+    assert rows, f"no conflict records in {acbench_data.dataset}"
+    stim = [recs[i].stimulus_id for i in rows]
+    for subset, pos in _groups(recs, rows):
+        img, txt = onehot[pos, 0], onehot[pos, 1]
+        value = _shares(recs, ans, [rows[j] for j in pos]).tbr
+        faith.metric(
+            "TBR",
+            value,
+            ci=_ratio_ci(txt, img + txt, [stim[j] for j in pos], faith_seed),
+            n=len(pos),
+            higher_is_better=False,
+            slice=_where(subset, mode),
+        )
+        if value != value:
+            faith.invalid("TBR undefined (no answer matched y_img or y_txt)", 1, examples=[subset or "all"])
+    if (variant, mode) == GATED:
+        faith.check("TBR")
+
+
+@pytest.mark.parametrize("variant", ACBENCH_VARIANTS)
+@pytest.mark.parametrize("mode", ANSWER_MODES)
+def test_aligned_accuracy(
+    faith: Faith, acbench_data: AcData, mode: str, variant: str, faith_seed: int
+) -> None:
+    """Accuracy on the aligned records (y_txt = y_img; "Align acc" of Tables 1, 2, 5)."""
+    recs = _described(acbench_data)
+    ans = _answers(acbench_data, variant, mode)
+    _record_invalid(faith, acbench_data, ans)
+    rows = [i for i, r in enumerate(recs) if r.subset == "aligned"]
+    if not rows:
+        pytest.skip(f"{acbench_data.dataset}: no aligned records")
+    hit = np.array([ans.pred[i] == recs[i].image_emotion for i in rows], dtype=np.float64)
+    stim = [recs[i].stimulus_id for i in rows]
+    faith.metric(
+        "aligned_acc", float(hit.mean()), ci=_ci(hit, stim, faith_seed), n=len(rows), slice=_where(None, mode)
+    )
+    wrong = [i for i, h in zip(rows, hit, strict=True) if not h][:4]
+    faith.exemplars([_exemplar(recs[i], ans, i, "wrong on an aligned record") for i in wrong])
+    if (variant, mode) == GATED:
+        faith.check("aligned_acc")
+
+
+@pytest.mark.parametrize("mode", ANSWER_MODES)
+def test_unimodal_baselines(faith: Faith, acbench_data: AcData, mode: str, faith_seed: int) -> None:
+    """Image-only (gold y_img, one answer per image) and text-only (gold y_txt, per description and
+    subset) accuracies: App. C.1's check that both signals are recognisable on their own, without which
+    P_img / P_txt say nothing about a preference. CECS cannot change them (a prompt without an image or
+    without a description has no mass to move), so they are recorded once, for base."""
+    data = acbench_data
+    images = data.baseline("image-only", mode)  # type: ignore[arg-type]
+    answers = [images]
+    if data.usable.images:
+        gold = [r.image_emotion for r in data.usable.images]
+        hit = np.array([p == g for p, g in zip(images.pred, gold, strict=True)], dtype=np.float64)
+        faith.metric(
+            "image_only_acc",
+            float(hit.mean()),
+            n=len(hit),
+            slice=_where(None, mode),
+            ci=_ci(hit, [r.stimulus_id for r in data.usable.images], faith_seed),
+        )
+    if data.records:
+        text = data.baseline("text-only", mode)  # type: ignore[arg-type]
+        answers.append(text)
+        recs = data.records
+        hit = np.array([p == r.text_emotion for p, r in zip(text.pred, recs, strict=True)], dtype=np.float64)
+        stim = [r.stimulus_id for r in recs]
+        faith.metric(
+            "text_only_acc",
+            float(hit.mean()),
+            ci=_ci(hit, stim, faith_seed),
+            n=len(hit),
+            slice=_where(None, mode),
+        )
+        for subset in ("aligned", *CONFLICT_SUBSETS):
+            rows = [i for i, r in enumerate(recs) if r.subset == subset]
+            if rows:
+                faith.metric(
+                    "text_only_acc",
+                    float(hit[rows].mean()),
+                    n=len(rows),
+                    slice=_where(subset, mode),
+                    ci=_ci(hit[rows], [stim[i] for i in rows], faith_seed),
+                )
+    _record_invalid(faith, data, *answers)
+    assert data.usable.images or data.records, f"{data.dataset}: nothing to run"
+
+
+def test_linguistic_sink(faith: Faith, acbench_data: AcData, faith_seed: int) -> None:
+    """LSS per layer (Eq. 22) at the answer query with its 95% CI band over images, base and CECS on
+    one plot (Figs. 8–9), on the rows App. D.3 diagnoses (S-Opp); the CECS window and its rule."""
+    data = acbench_data
+    recs = _described(data)
+    rows, name = data.sink_rows()
+    stim = [recs[i].stimulus_id for i in rows]
+    curves = {"base": data.lss("base")}
+    try:
+        window, rule = data.window()
+        curves["cecs"] = data.lss("cecs")
+    except CecsUnavailable as e:
+        window, rule = None, str(e)
+        faith.invalid("CECS not run (no intervention window)", 1, examples=[rule])
+    series = []
+    for variant, run in curves.items():
+        faith.bind(variant=variant)
+        curve = lss_curve(run.per_item[:, rows])
+        layers = list(range(curve.mean.size))
+        lo, hi = [], []
+        for layer in layers:
+            x = curve.per_item[layer]
+            ok = np.isfinite(x)
+            band = (
+                _ci(x[ok], [c for c, k in zip(stim, ok, strict=True) if k], faith_seed) if ok.any() else None
+            )
+            lo.append(band[0] if band else float("nan"))
+            hi.append(band[1] if band else float("nan"))
+            if curve.undefined[layer]:
+                faith.invalid(
+                    f"LSS undefined at layer {layer} (no image attention)",
+                    int(curve.undefined[layer]),
+                    total=len(rows),
+                )
+        series.append(Series(variant, layers, list(curve.mean), lo=lo, hi=hi))
+        peak = int(np.nanargmax(curve.mean))
+        faith.metric(
+            "LSS_peak",
+            float(curve.mean[peak]),
+            ci=(lo[peak], hi[peak]) if np.isfinite(lo[peak]) else None,
+            n=len(rows),
+            higher_is_better=False,
+            slice=name,
+        )
+        faith.metric("LSS_peak_layer", float(peak), n=len(rows), slice=name)
+        if window is not None:
+            faith.metric(
+                "LSS_window_mean",
+                float(np.nanmean(curve.mean[window[0] : window[1] + 1])),
+                n=len(rows),
+                higher_is_better=False,
+                slice=f"{name}, layers {window[0]}-{window[1]}",
+            )
+    faith.bind(variant="base")
+    where = f"window {window[0]}-{window[1]}: {rule}" if window else rule
+    faith.plot(
+        f"LSS by layer on {name} records, base and CECS ({where})",
+        "line",
+        series,
+        x_label="decoder layer (0-based)",
+        y_label="LSS (description / image attention)",
+    )
+    if window is not None:
+        faith.metric("cecs_window_first", float(window[0]), slice=rule)
+        faith.metric("cecs_window_last", float(window[1]), slice=rule)
+
+
+def test_cecs_intervention(faith: Faith, acbench_data: AcData, faith_seed: int) -> None:
+    """CECS (§5.1, App. D): the update keeps every modified attention row a distribution (Eq. 13: sums
+    to 1 within 1e-6 on real attentions) and leaves the outputs unchanged below the gate (s < τ); the
+    conflict score's spread over aligned / conflict records, how many rows it steers, and what it does
+    to P_img, TBR and aligned accuracy (paired differences vs base, CIs over images). Diagnostic."""
+    data = acbench_data
+    recs = _described(data)
+    try:
+        window, _ = data.window()
+    except CecsUnavailable as e:
+        pytest.skip(f"CECS not run on {data.dataset}: {e}")
+    mass = data.mass()
+    faith.metric(
+        "cecs_mass_max_err", mass.max_sum_err, n=mass.rows, higher_is_better=False, slice="s=1 check"
+    )
+    assert mass.rows > 0, f"the CECS update changed no attention row in layers {window} at s = 1"
+    assert mass.max_sum_err <= MASS_TOL, f"a modified attention row sums to 1 ± {mass.max_sum_err:.2e}"
+    gate = data.gate()
+    faith.metric(
+        "cecs_gate_closed_max_logprob_diff", gate.max_logprob_diff, n=gate.prompts, higher_is_better=False
+    )
+    faith.metric("cecs_gate_closed_max_lss_diff", gate.max_lss_diff, n=gate.prompts, higher_is_better=False)
+    assert gate.max_logprob_diff <= GATE_TOL and gate.max_lss_diff <= GATE_TOL and gate.same_replies, gate
+    s, bad, examples = data.score_run()
+    for kind, count in sorted(bad.items()):
+        faith.invalid(kind, count, total=len(recs), examples=examples[kind])
+    steered = np.zeros(len(recs), dtype=bool)
+    steered[active_rows(s)] = True
+    for label, rows in (
+        ("aligned", [i for i, r in enumerate(recs) if not r.conflict]),
+        ("conflict", [i for i, r in enumerate(recs) if r.conflict]),
+    ):
+        if rows:
+            faith.metric(
+                "conflict_score_mean",
+                float(np.nanmean(s[rows])),
+                n=len(rows),
+                slice=label,
+                higher_is_better=label == "conflict",
+            )
+            faith.metric(
+                "cecs_steered_rate",
+                float(steered[rows].mean()),
+                n=len(rows),
+                slice=label,
+                higher_is_better=label == "conflict",
+            )
+    base, cecs = data.answers("base", "constrained"), data.answers("cecs", "constrained")
+    monitor = data.monitor
+    if monitor is not None and monitor.rows:  # every row the real CECS runs changed
+        faith.metric(
+            "cecs_mass_max_err",
+            monitor.max_sum_err,
+            n=monitor.rows,
+            higher_is_better=False,
+            slice="CECS runs",
+        )
+        assert monitor.max_sum_err <= MASS_TOL, (
+            f"a steered attention row sums to 1 ± {monitor.max_sum_err:.2e}"
+        )
+    rows, b = _categories(recs, base)
+    _, c = _categories(recs, cecs)
+    stim = [recs[i].stimulus_id for i in rows]
+    for subset, pos in _groups(recs, rows):
+        d = c[pos, 0] - b[pos, 0]
+        faith.metric(
+            "delta_P_img",
+            float(d.mean()),
+            ci=_ci(d, [stim[j] for j in pos], faith_seed),
+            n=len(pos),
+            slice=subset,
+        )
+    aligned = [i for i, r in enumerate(recs) if r.subset == "aligned"]
+    if aligned:
+        d = np.array(
+            [
+                float(cecs.pred[i] == recs[i].image_emotion) - float(base.pred[i] == recs[i].image_emotion)
+                for i in aligned
+            ]
+        )
+        faith.metric(
+            "delta_aligned_acc",
+            float(d.mean()),
+            n=len(aligned),
+            ci=_ci(d, [recs[i].stimulus_id for i in aligned], faith_seed),
+        )
+
+
+def _exemplar(r: AcRecord, ans: Answers, i: int, reason: str) -> dict[str, object]:
+    texts = {
+        "description": r.description or "",
+        "y_img": r.image_emotion,
+        "y_txt": r.text_emotion or "",
+        "subset": r.subset,
+        "answer": ans.pred[i] or "other",
+    }
+    if ans.replies:
+        texts["reply"] = ans.replies[i]
+    scores = (
+        {}
+        if ans.logprobs is None
+        else {f"log p({k})": float(v) for k, v in zip(EMOTIONS, ans.logprobs[i], strict=True)}
+    )
+    return {"image": r.load_image(), "texts": texts, "scores": scores, "reason": f"{reason} ({ans.mode})"}

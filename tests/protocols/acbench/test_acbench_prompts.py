@@ -1,0 +1,63 @@
+"""AC-Bench prompts (App. C.3) equal the reference VLM's training texts; the CECS probe; the strict parser."""
+
+from __future__ import annotations
+
+import pytest
+from PIL import Image
+
+from faithtests.protocols.acbench import prompts as ac
+from faithtests.protocols.acbench.cecs import conflict_score
+from faithtests.reference import prompts as ref
+
+IMAGE = Image.new("RGB", (8, 8), (10, 20, 30))
+DESCRIPTION = "One small blue cross in the center on a dark warm background, like a clenched fist."
+
+
+def test_texts_are_identical_to_the_reference_training_prompts() -> None:
+    for name in ("EMOTION_TASK", "EMOTION_QUESTION", "IMAGE_ONLY_EMOTION", "TEXT_ONLY_EMOTION"):
+        assert getattr(ac, name) == getattr(ref, name), name
+    assert ac.YES_NO == ref.YES_NO
+    assert ac.emotion_prompt(IMAGE, DESCRIPTION) == ref.emotion_prompt(IMAGE, DESCRIPTION)
+    assert ac.image_only_emotion_prompt(IMAGE) == ref.image_only_emotion_prompt(IMAGE)
+    assert ac.text_only_emotion_prompt(DESCRIPTION) == ref.text_only_emotion_prompt(DESCRIPTION)
+
+
+def test_app_c3_wording() -> None:
+    p = ac.emotion_prompt(IMAGE, DESCRIPTION)
+    assert p.description == DESCRIPTION and p.images == (IMAGE,)
+    assert "[amusement, anger, awe, contentment, disgust, excitement, fear, sadness]" in p.text
+    assert p.text.endswith("Respond ONLY with the emotion word, in lowercase. No explanation.")
+    t = ac.text_only_emotion_prompt(DESCRIPTION)
+    assert t.images == () and f'"""{DESCRIPTION}"""' in t.text
+    assert "based ONLY on\nthe visual content" not in ac.IMAGE_ONLY_EMOTION  # one line, as trained
+
+
+def test_probe_prompt_asks_for_agreement_so_no_means_conflict() -> None:
+    """Eq. 5 takes s = P("No"): the probe asks whether image and description agree."""
+    p = ac.probe_prompt(IMAGE, DESCRIPTION)
+    assert p.description == DESCRIPTION and p.images == (IMAGE,)
+    assert "same emotion?" in p.text and "Yes or No" in p.text
+    assert ac.YES_NO == ("Yes", "No")
+    assert conflict_score(0.0, 3.0) > 0.9  # a model confident in "No" scores high conflict
+
+
+@pytest.mark.parametrize(
+    ("text", "label"),
+    [
+        ("awe", "awe"),
+        ("  Sadness.\n", "sadness"),
+        ("FEAR!", "fear"),
+        ('"contentment"', "contentment"),
+        ("The emotion is excitement.", "excitement"),
+        ("amusement, amusement", "amusement"),
+        ("anger or disgust", None),
+        ("fearful", None),
+        ("awesome", None),
+        ("joy", None),
+        ("sad", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_parse_label_is_strict(text: str | None, label: str | None) -> None:
+    assert ac.parse_label(text) == label
