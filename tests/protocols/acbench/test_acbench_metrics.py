@@ -156,3 +156,11 @@ def test_masks_from_spans_use_exact_image_runs() -> None:
     # without image_runs, the image range is used; spans past the width are clipped
     img2, _ = masks_from_spans(TokenSpans(image=[(1, 5)], description=[(6, 8)], length=[9]), 4)
     assert np.flatnonzero(img2[0]).tolist() == [1, 2, 3]
+
+
+def test_p_oth_is_counted_not_the_remainder() -> None:
+    """Eq. 3 counts the other answers: 13 image + 2 text of 15 leaves P_oth exactly 0, where
+    1 − P_img − P_txt rounds to −5.6e-17 (a scorecard showed "-0.000")."""
+    assert 1.0 - 13 / 15 - 2 / 15 < 0  # the rounding this guards against
+    s = answer_shares(["a"] * 13 + ["b"] * 2, ["a"] * 15, ["b"] * 15)
+    assert (s.p_img, s.p_txt, s.p_oth) == (13 / 15, 2 / 15, 0.0)
