@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 #: (test name -> outcome, results, test name -> invalid entries) of one suite run
 Card = tuple[dict[str, str], list[dict[str, Any]], dict[str, list[dict[str, Any]]]]
@@ -49,3 +49,27 @@ def result(
         if (r["metric"], r["variant"], r["slice"]) == (metric, variant, slice):
             return r
     raise KeyError(f"no result {metric!r} variant={variant!r} slice={slice!r} in the scorecard")
+
+
+def value(
+    results: list[dict[str, Any]], metric: str, variant: str = "base", slice: str | None = None
+) -> float:
+    return float(result(results, metric, variant, slice)["value"])
+
+
+class _TmpFactory(Protocol):
+    def mktemp(self, basename: str, numbered: bool = True) -> Path: ...
+
+
+class SuiteCards:
+    """``cards(vlm)``: one suite run per model, memoised (a module-scoped fixture shares it)."""
+
+    def __init__(self, root: Path, suite: str, tmp: _TmpFactory) -> None:
+        self.root, self.suite, self.tmp = root, suite, tmp
+        self._cards: dict[str, Card] = {}
+
+    def __call__(self, vlm: str) -> Card:
+        if vlm not in self._cards:
+            report = self.tmp.mktemp(vlm.replace(":", "_")) / "report"
+            self._cards[vlm] = run_suite(self.root, self.suite, report, vlm)
+        return self._cards[vlm]

@@ -13,10 +13,9 @@ import pytest
 
 from faithtests.protocols.acbench.fixtures import cap_images, parse_window
 from faithtests.protocols.acbench.sources import Loaded, world_records
-from faithtests.testing.suite_run import Card, result, run_suite
+from faithtests.testing.suite_run import Card, SuiteCards, result, run_suite, value
 
 ROOT = Path(__file__).resolve().parents[3]
-_CARDS: dict[str, Card] = {}
 SUBSETS = ("S-Adj", "S-Opp", "O-Obj", "O-Attr", "O-Beh")
 
 
@@ -26,19 +25,9 @@ def run_ac(tmp_path: Path, vlm: str, *extra: str) -> Card:
 
 
 @pytest.fixture(scope="module")
-def ac_card(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    def get(vlm: str) -> Card:
-        if vlm not in _CARDS:
-            _CARDS[vlm] = run_ac(tmp_path_factory.mktemp(vlm.replace(":", "_")), vlm)
-        return _CARDS[vlm]
-
-    return get
-
-
-def _value(
-    results: list[dict[str, Any]], metric: str, variant: str = "base", slice: str | None = None
-) -> float:
-    return float(result(results, metric, variant, slice)["value"])
+def ac_card(tmp_path_factory: pytest.TempPathFactory) -> SuiteCards:
+    """One suite subprocess per model, shared by every test of this module."""
+    return SuiteCards(ROOT, "suites/test_affective_conflict.py", tmp_path_factory)
 
 
 def _ci(
@@ -53,15 +42,15 @@ def test_reference_vlm_passes_every_affective_gate(ac_card: Any) -> None:
     # 3 gated tests x 2 modes x 2 variants, 2 baselines, LSS, CECS
     assert len(outcomes) == 16, outcomes
     assert all(o == "passed" for o in outcomes.values()), outcomes
-    assert _value(results, "P_img") > 0.9 and _value(results, "TBR") < 0.1
-    assert _value(results, "aligned_acc") > 0.9
+    assert value(results, "P_img") > 0.9 and value(results, "TBR") < 0.1
+    assert value(results, "aligned_acc") > 0.9
     for s in SUBSETS:  # every subset recorded with a CI, in both answer modes and both variants
         for variant in ("base", "cecs"):
             for where in (s, f"{s}, mode=generation"):
-                assert 0.0 <= _value(results, "P_img", variant, where) <= 1.0
+                assert 0.0 <= value(results, "P_img", variant, where) <= 1.0
                 assert _ci(results, "P_img", variant, where) is not None
     # the benchmark's validity check: both signals recognisable alone
-    assert _value(results, "image_only_acc") > 0.9 and _value(results, "text_only_acc") > 0.9
+    assert value(results, "image_only_acc") > 0.9 and value(results, "text_only_acc") > 0.9
 
 
 def test_textbiased_vlm_fails_the_image_and_text_bias_gates(ac_card: Any) -> None:
@@ -74,9 +63,9 @@ def test_textbiased_vlm_fails_the_image_and_text_bias_gates(ac_card: Any) -> Non
         "test_conflict_shares[world-reference:vlm-textbiased-constrained-base]",
         "test_text_bias_ratio[world-reference:vlm-textbiased-constrained-base]",
     ], outcomes
-    assert _value(results, "P_img") < 0.3 and _value(results, "TBR") > 0.7
-    assert _value(results, "TBR", slice="S-Opp") > 0.9
-    assert _value(results, "aligned_acc") > 0.9
+    assert value(results, "P_img") < 0.3 and value(results, "TBR") > 0.7
+    assert value(results, "TBR", slice="S-Opp") > 0.9
+    assert value(results, "aligned_acc") > 0.9
 
 
 @pytest.mark.parametrize("vlm", ["reference:vlm", "reference:vlm-textbiased"])
@@ -86,13 +75,13 @@ def test_cecs_is_recorded_with_its_checks_and_its_window(ac_card: Any, vlm: str)
     outcomes, results, _ = ac_card(vlm)
     assert outcomes[f"test_cecs_intervention[world-{vlm}]"] == "passed"
     for where in ("s=1 check", "CECS runs"):
-        assert 0.0 <= _value(results, "cecs_mass_max_err", slice=where) <= 1e-6
-    assert _value(results, "cecs_gate_closed_max_logprob_diff") <= 1e-4
+        assert 0.0 <= value(results, "cecs_mass_max_err", slice=where) <= 1e-6
+    assert value(results, "cecs_gate_closed_max_logprob_diff") <= 1e-4
     first = next(r for r in results if r["metric"] == "cecs_window_first")
     assert first["slice"].startswith("window_from_lss on the base S-Opp LSS")
     for variant in ("base", "cecs"):
-        assert _value(results, "LSS_peak", variant, "S-Opp") > 0.0
-    assert -1.0 <= _value(results, "delta_P_img", slice="S-Opp") <= 1.0
+        assert value(results, "LSS_peak", variant, "S-Opp") > 0.0
+    assert -1.0 <= value(results, "delta_P_img", slice="S-Opp") <= 1.0
 
 
 def test_cecs_lowers_the_sink_in_its_window(ac_card: Any) -> None:
@@ -176,7 +165,7 @@ def test_suite_on_acbench_and_emoset_files_counts_bad_rows_by_kind(tmp_path: Pat
         "missing image": 1,
         "unreadable image": 1,
     }
-    assert _value(results, "P_img") > 0.9  # 10 conflict records of the two world images
+    assert value(results, "P_img") > 0.9  # 10 conflict records of the two world images
     first = next(r for r in results if r["metric"] == "cecs_window_first")
     assert (first["slice"], first["value"]) == ("option --faith-cecs-window", 1.0)
     emoset = {t: o for t, o in outcomes.items() if "[emoset-" in t}

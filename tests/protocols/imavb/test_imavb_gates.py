@@ -9,33 +9,15 @@ from typing import Any
 
 import pytest
 
-from faithtests.testing.suite_run import Card, result, run_suite
+from faithtests.testing.suite_run import SuiteCards, value
 
 ROOT = Path(__file__).resolve().parents[3]
-_CARDS: dict[str, Card] = {}
-
-
-def run_premise(tmp_path: Path, vlm: str, *extra: str) -> Card:
-    """(test name → outcome, results, test name → invalid entries) of one suite run on ``vlm``."""
-    return run_suite(ROOT, "suites/test_premise_rejection.py", tmp_path / "report", vlm, *extra)
 
 
 @pytest.fixture(scope="module")
-def premise_card(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def premise_card(tmp_path_factory: pytest.TempPathFactory) -> SuiteCards:
     """One suite subprocess per model, shared by every test of this module."""
-
-    def get(vlm: str) -> Card:
-        if vlm not in _CARDS:
-            _CARDS[vlm] = run_premise(tmp_path_factory.mktemp(vlm.replace(":", "_")), vlm)
-        return _CARDS[vlm]
-
-    return get
-
-
-def _value(
-    results: list[dict[str, Any]], metric: str, variant: str = "base", slice: str | None = None
-) -> float:
-    return float(result(results, metric, variant, slice)["value"])
+    return SuiteCards(ROOT, "suites/test_premise_rejection.py", tmp_path_factory)
 
 
 def test_reference_vlm_passes_every_premise_gate(premise_card: Any) -> None:
@@ -43,10 +25,10 @@ def test_reference_vlm_passes_every_premise_gate(premise_card: Any) -> None:
     # 2 splits x 2 variants, Bal x 2 variants, gap, PGLA, prompts A2 / A3 / A4
     assert len(outcomes) == 11, outcomes
     assert all(o == "passed" for o in outcomes.values()), outcomes
-    assert _value(results, "mis_v") > 0.8
+    assert value(results, "mis_v") > 0.8
     for prompt in ("A2", "A3", "A4"):  # the prompt variants are recorded beside A1, with ΔBal
-        assert 0.0 <= _value(results, "Bal", slice=f"prompt={prompt}") <= 1.0
-        assert -1.0 <= _value(results, "delta_Bal_vs_A1", slice=f"prompt={prompt}") <= 1.0
+        assert 0.0 <= value(results, "Bal", slice=f"prompt={prompt}") <= 1.0
+        assert -1.0 <= value(results, "delta_Bal_vs_A1", slice=f"prompt={prompt}") <= 1.0
 
 
 def test_textbiased_vlm_fails_misleading_rejection_but_its_states_encode_the_mismatch(
@@ -61,11 +43,11 @@ def test_textbiased_vlm_fails_misleading_rejection_but_its_states_encode_the_mis
         "test_balanced_accuracy[world-reference:vlm-textbiased-base]",
         "test_premise_accuracy[world-reference:vlm-textbiased-misleading_vision-base]",
     ], outcomes
-    assert _value(results, "mis_v") < 0.2
-    assert _value(results, "probe_margin") > 0.05
+    assert value(results, "mis_v") < 0.2
+    assert value(results, "probe_margin") > 0.05
     # PGLA in the paper's protocol (one fixed option order, Table 4) lifts its Bal by far more than noise
-    assert _value(results, "PGLA_delta_Bal", slice="fixed order") > 0.1
-    assert _value(results, "PGLA_delta_Bal") > 0.05  # under the suite's shuffles too
+    assert value(results, "PGLA_delta_Bal", slice="fixed order") > 0.1
+    assert value(results, "PGLA_delta_Bal") > 0.05  # under the suite's shuffles too
 
 
 @pytest.mark.parametrize("vlm", ["reference:vlm", "reference:vlm-textbiased"])
@@ -78,10 +60,10 @@ def test_scorecard_reports_ties_like_for_like_rows_and_complete_pareto_rows(
     for test in (t for t in outcomes if t.startswith(("test_premise_accuracy", "test_balanced_accuracy"))):
         assert any(i["kind"] == "tied top logit" for i in invalid[test]), (test, invalid[test])
     for variant in ("base", "pgla"):
-        assert 0.0 <= _value(results, "Bal", variant, "rows=pgla_eval") <= 1.0
-        assert 0.0 <= _value(results, "mis_v", variant, "rows=pgla_eval") <= 1.0
+        assert 0.0 <= value(results, "Bal", variant, "rows=pgla_eval") <= 1.0
+        assert 0.0 <= value(results, "mis_v", variant, "rows=pgla_eval") <= 1.0
     # pgla's own rows are the evaluation rows: its main Bal is its rows=pgla_eval Bal
-    assert _value(results, "Bal", "pgla", "rows=pgla_eval") == _value(results, "Bal", "pgla", "vision only")
+    assert value(results, "Bal", "pgla", "rows=pgla_eval") == value(results, "Bal", "pgla", "vision only")
     for b in ("1", "2", "3", "10"):
-        d = _value(results, "PGLA_delta_Bal", slice=f"std budget <= {b} pp")
+        d = value(results, "PGLA_delta_Bal", slice=f"std budget <= {b} pp")
         assert d == d and d >= -0.2  # finite (never NaN from a dropped fold)
