@@ -39,9 +39,9 @@ if TYPE_CHECKING:
     from faithtests.protocols.acbench.sources import Loaded
     from faithtests.protocols.acbench.steering import MassMonitor
 
-#: Reference-world mood scenes per run (x 6 records: 1 aligned + 5 conflicts). 40 scenes give 200
-#: conflict records (40 per subset) and the whole suite (both answer modes, base and CECS) runs in
-#: about 40 s on reference:vlm on 2 cores.
+#: Reference-world mood scenes per run (x 6 records: 1 aligned + 5 conflicts): 30 scenes give 150
+#: conflict records (30 per subset) and the whole suite (both answer modes, base and CECS) runs in
+#: about 40 s on reference:vlm on 2 cores (40 scenes: about 46 s).
 ACBENCH_WORLD_IMAGES: Final = 30
 #: Bootstrap resamples over images (the cluster of an image's six records); one vectorised draw each.
 ACBENCH_BOOTSTRAP: Final = 10_000
