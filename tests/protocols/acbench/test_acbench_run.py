@@ -392,8 +392,6 @@ def test_on_the_reference_vlm_the_hooks_reach_the_answer_and_keep_rows_distribut
     from faithtests.protocols.acbench.cecs import cecs_hooks
     from faithtests.protocols.acbench.run import gate_check, lss_run, mass_check
 
-    if not (ROOT / "fixtures" / "vlm").is_dir():
-        pytest.skip("reference:vlm is not trained (fixtures/vlm missing)")
     vlm = load_model("reference:vlm", device="cpu", dtype="float32")
     recs = [r for r in _recs(1) if r.conflict][:2]
     ps = prompts_for("emotion", recs)
