@@ -13,8 +13,10 @@ Conventions (documented choices):
   ``prefix_cache=False`` or an attention modifier is active. ``decide`` returns logits and states from one
   pass.
 - Hooks: attention modifiers and captures through the registered attention function (:mod:`.hooks`),
-  MLP scales through forward hooks, the logit adjuster on the option logits only.
-- ``generate`` is greedy, left-padded (as generation requires), and returns the decoded new tokens.
+  MLP scales and FFN modifiers through forward hooks, the logit adjuster on the option logits only; a
+  contrast (SPD-Faith Eq. 7) in ``generate`` only, every other method refuses it (ValueError).
+- ``generate`` is greedy, left-padded (as generation requires), and returns the decoded new tokens
+  (:mod:`.generation`, contrastive decoding included).
 """
 
 from __future__ import annotations
@@ -26,7 +28,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from faithtests.models.cache import checkpoint_sha256, content_sha256, image_key
-from faithtests.models.hooks import AttentionContext, attention_context, mlp_scales, register_attention
+from faithtests.models.generation import contrast_aux, greedy_texts, kind_runs
+from faithtests.models.hooks import (
+    AttentionContext,
+    attention_context,
+    refuse_contrast,
+    register_attention,
+    residual_hooks,
+)
 from faithtests.models.interfaces import Attentions, Decision, Hooks, Prompt, TokenSpans
 from faithtests.models.prefix import ForwardRunner, Reduce
 from faithtests.models.prompting import (
@@ -196,6 +205,7 @@ class HFVisionLanguageModel:
         self, prompts: Sequence[Prompt], options: Sequence[str], hooks: Hooks | None = None
     ) -> Decision:
         """Option logits [N, K] (after the logit adjuster, if any) and pre-answer states [L, N, D]."""
+        refuse_contrast(hooks, "decide")
         ids = option_token_ids(self.processor.tokenizer, options, self.answer_prefix) if options else []
         index = torch.tensor(ids, dtype=torch.long)
 
@@ -224,13 +234,16 @@ class HFVisionLanguageModel:
     ) -> torch.Tensor:
         if not options:
             raise ValueError("option_logits needs at least one option letter")
+        refuse_contrast(hooks, "option_logits")
         return self.decide(prompts, options, hooks).logits
 
     def states(self, prompts: Sequence[Prompt], hooks: Hooks | None = None) -> torch.Tensor:
+        refuse_contrast(hooks, "states")
         return self.decide(prompts, (), hooks).states
 
     def next_token_logits(self, prompts: Sequence[Prompt], hooks: Hooks | None = None) -> torch.Tensor:
         """Full-vocabulary logits at the answer position [N, V] (logit lens, Yes/No probes)."""
+        refuse_contrast(hooks, "next_token_logits")
 
         def reduce(logits: torch.Tensor, _valid: torch.Tensor, _targets: torch.Tensor) -> torch.Tensor:
             return logits[:, 0]
@@ -283,6 +296,7 @@ class HFVisionLanguageModel:
             raise ValueError("answer_logprob needs at least one answer")
         if any(not a.strip() for a in answers):
             raise ValueError(f"answer_logprob: empty answer in {list(answers)}")
+        refuse_contrast(hooks, "answer_logprob")
         _check_prompts(prompts)
         k = len(answers)
         pairs = [(i, a) for i in range(len(prompts)) for a in answers]
@@ -313,15 +327,16 @@ class HFVisionLanguageModel:
         """Per layer, the answer query's attention weights [N, heads, keys] (after any modifier), with the
         spans of each row; rows shorter than the longest are zero-padded on the right."""
         _check_prompts(prompts)
+        refuse_contrast(hooks, "attentions")
         chunks: list[tuple[list[torch.Tensor], EncodedBatch]] = []
         for start in range(0, len(prompts), self.batch_size):
-            for run in _kind_runs(prompts, start, min(start + self.batch_size, len(prompts))):
+            for run in kind_runs(prompts, start, min(start + self.batch_size, len(prompts))):
                 enc = self.encode([prompts[i] for i in run])
                 ctx = AttentionContext(
                     modifiers=dict(hooks.attention) if hooks else {}, spans=enc.spans,
                     capture_rows=torch.tensor([n - 1 for n in enc.lengths]),
                 )
-                with attention_context(ctx), mlp_scales(self.layers, hooks.mlp_scale if hooks else {}):
+                with attention_context(ctx), residual_hooks(self.layers, hooks):
                     self.model(**self.runner.to_device(enc.inputs), logits_to_keep=1, use_cache=False)
                 missing = [i for i in range(self.num_layers) if i not in ctx.captured]
                 if missing:
@@ -337,29 +352,20 @@ class HFVisionLanguageModel:
     def generate(
         self, prompts: Sequence[Prompt], max_new_tokens: int = 32, hooks: Hooks | None = None
     ) -> list[str]:
+        """Greedy decoding; with ``hooks.contrast``, contrastive against its auxiliary prompts (Eq. 7), each
+        row stored under its prompt and its auxiliary prompt."""
         _check_prompts(prompts)
-        return self._stored(f"generate{max_new_tokens}", hooks, len(prompts),
-                            lambda i: prompt_key(prompts[i]),
-                            lambda rows: self._generate([prompts[r] for r in rows], max_new_tokens, hooks),
-                            as_text=True)
+        aux = contrast_aux(hooks, len(prompts))
 
-    @torch.inference_mode()
-    def _generate(self, prompts: Sequence[Prompt], max_new_tokens: int, hooks: Hooks | None) -> list[str]:
-        texts: dict[int, str] = {}
-        tok = self.processor.tokenizer
-        for start in range(0, len(prompts), self.batch_size):
-            for rows in _kind_runs(prompts, start, min(start + self.batch_size, len(prompts))):
-                enc = self.encode([prompts[i] for i in rows], padding_side="left")
-                ctx = AttentionContext(modifiers=dict(hooks.attention) if hooks else {}, spans=enc.spans)
-                with attention_context(ctx), mlp_scales(self.layers, hooks.mlp_scale if hooks else {}):
-                    out = self.model.generate(
-                        **self.runner.to_device(enc.inputs), max_new_tokens=max_new_tokens, do_sample=False,
-                        num_beams=1, pad_token_id=tok.pad_token_id, temperature=None, top_p=None, top_k=None,
-                    )
-                new = out[:, enc.inputs["input_ids"].shape[1] :]
-                for r, seq in zip(rows, new, strict=True):
-                    texts[r] = tok.decode(seq, skip_special_tokens=True).strip()
-        return [texts[i] for i in range(len(prompts))]
+        def key(i: int) -> str:
+            main = prompt_key(prompts[i])
+            return main if aux is None else digest([main, prompt_key(aux[i])])
+
+        def compute(rows: list[int]) -> list[str]:
+            sub_aux = None if aux is None else [aux[r] for r in rows]
+            return greedy_texts(self, [prompts[r] for r in rows], max_new_tokens, hooks, sub_aux)
+
+        return self._stored(f"generate{max_new_tokens}", hooks, len(prompts), key, compute, as_text=True)
 
     def fingerprint(self) -> dict[str, Any]:
         if self._sha is None:
@@ -378,18 +384,6 @@ class HFVisionLanguageModel:
     def cache_stats(self) -> dict[str, int]:
         r = self.runner
         return {"prefix_calls": r.prefix_calls, "suffix_calls": r.suffix_calls, "full_calls": r.full_calls}
-
-
-def _kind_runs(prompts: Sequence[Prompt], start: int, stop: int) -> list[list[int]]:
-    """Consecutive index runs in [start, stop) whose prompts all have images or all have none, in order
-    (a processor call takes one kind; keeping runs consecutive keeps the output order)."""
-    runs: list[list[int]] = []
-    for i in range(start, stop):
-        if runs and bool(prompts[runs[-1][-1]].images) == bool(prompts[i].images):
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    return runs
 
 
 def _merge_spans(parts: Sequence[TokenSpans]) -> TokenSpans:

@@ -1,4 +1,5 @@
-"""Hook machinery for HF decoders: attention-weight modifiers, attention capture, MLP scales, state capture.
+"""Hook machinery for HF decoders: attention-weight modifiers, attention capture, MLP scales, FFN-update
+modifiers, state capture.
 
 One attention function is registered with transformers under :data:`ATTENTION_NAME` and set on the text
 model only (``set_attn_implementation({"text_config": ATTENTION_NAME})``; the vision tower keeps its own).
@@ -11,6 +12,10 @@ The function reads what to do from a context variable, so a model call needs no 
 - no active context, or a layer without modifier and nothing to capture: SDPA (fast path);
 - a layer with a modifier: eager attention, softmaxed weights passed through the modifier, then ``@ V``;
 - capture requested: the weights of the requested query rows are stored per layer ([N, heads, keys]).
+
+The residual-stream hooks (MLP scales, FFN modifiers: :func:`residual_hooks`) are plain forward hooks on
+the modules whose outputs are the sub-layers' residual updates (:func:`residual_ffn_module`,
+:func:`residual_attention_module`).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from faithtests.models.interfaces import AttentionModifier, TokenSpans
+from faithtests.models.interfaces import AttentionModifier, FfnModifier, Hooks, TokenSpans
 
 ATTENTION_NAME = "faithtests_hookable"
 
@@ -171,6 +176,23 @@ def residual_ffn_module(layer: nn.Module) -> nn.Module:
     raise AttributeError(f"decoder layer {type(layer).__name__} has no `mlp` submodule to scale")
 
 
+def residual_attention_module(layer: nn.Module) -> nn.Module:
+    """The module whose output is the attention sub-layer's update of the residual stream.
+
+    Families with post-sub-layer norms (Gemma 2/3, OLMo 2: recognised by ``post_feedforward_layernorm``,
+    as in :func:`residual_ffn_module`) add ``post_attention_layernorm(self_attn(x))``; elsewhere (Llama,
+    Qwen) ``post_attention_layernorm`` is the FFN's *pre*-norm and ``self_attn``'s output is the update.
+    """
+    post = getattr(layer, "post_attention_layernorm", None)
+    sandwich = isinstance(getattr(layer, "post_feedforward_layernorm", None), nn.Module)
+    if sandwich and isinstance(post, nn.Module):
+        return post
+    attn = getattr(layer, "self_attn", None)
+    if isinstance(attn, nn.Module):
+        return attn
+    raise AttributeError(f"decoder layer {type(layer).__name__} has no `self_attn` submodule")
+
+
 def _first(output: Any) -> torch.Tensor:
     if isinstance(output, torch.Tensor):
         return output
@@ -198,6 +220,71 @@ def mlp_scales(layers: nn.ModuleList, scales: Mapping[int, float]) -> Iterator[N
     finally:
         for handle in handles:
             handle.remove()
+
+
+def _replace_first(output: Any, value: torch.Tensor) -> Any:
+    return value if isinstance(output, torch.Tensor) else (value, *output[1:])
+
+
+@contextlib.contextmanager
+def ffn_modifiers(layers: nn.ModuleList, modifiers: Mapping[int, FfnModifier]) -> Iterator[None]:
+    """Replace the FFN residual update of layer ``l`` by ``modifiers[l](l, delta_attn, delta_ffn)`` while
+    the context is open; ``delta_attn`` is the same layer's attention update of the same forward call.
+
+    Modifiers run at every position a call computes, so they must act per position: with a KV cache
+    (generation steps, shared prefixes) each call presents only its new positions."""
+    handles = []
+    for index, fn in modifiers.items():
+        if not 0 <= index < len(layers):
+            raise IndexError(f"ffn modifier layer {index} out of range ({len(layers)} decoder layers)")
+        seen: dict[str, torch.Tensor] = {}
+
+        def grab(_m: nn.Module, _i: Any, output: Any, seen: dict[str, torch.Tensor] = seen) -> None:
+            seen["attn"] = _first(output)
+
+        def rewrite(
+            _m: nn.Module, _i: Any, output: Any, index: int = index, fn: FfnModifier = fn,
+            seen: dict[str, torch.Tensor] = seen,
+        ) -> Any:
+            delta_ffn = _first(output)
+            delta_attn = seen.pop("attn", None)  # popped: a stale update can never pair with a later call
+            if delta_attn is None or delta_attn.shape != delta_ffn.shape:
+                raise RuntimeError(f"layer {index}: no attention update of shape {tuple(delta_ffn.shape)} "
+                                   "was captured before its FFN ran")
+            new = fn(index, delta_attn, delta_ffn)
+            if new is delta_ffn:
+                return None  # unchanged: keep the module's own output object
+            return _replace_first(output, new.to(delta_ffn.dtype))
+
+        layer = layers[index]
+        handles.append(residual_attention_module(layer).register_forward_hook(grab))
+        handles.append(residual_ffn_module(layer).register_forward_hook(rewrite))
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextlib.contextmanager
+def residual_hooks(layers: nn.ModuleList, hooks: Hooks | None) -> Iterator[None]:
+    """``hooks.mlp_scale`` then ``hooks.ffn`` (an FFN modifier sees the scaled update) for one call."""
+    with contextlib.ExitStack() as stack:
+        if hooks is not None and hooks.mlp_scale:
+            stack.enter_context(mlp_scales(layers, hooks.mlp_scale))
+        if hooks is not None and hooks.ffn:
+            stack.enter_context(ffn_modifiers(layers, hooks.ffn))
+        yield
+
+
+def refuse_contrast(hooks: Hooks | None, method: str) -> None:
+    """``Hooks.contrast`` steers free generation only: a scoring call refuses it rather than ignore it."""
+    if hooks is not None and hooks.contrast is not None:
+        raise ValueError(
+            f"{method}: Hooks.contrast applies to generate() only; call {method} on the prompts and on "
+            "contrast.aux separately (hooks without contrast) and combine the two logits in the protocol "
+            "(SPD-Faith Eq. 7: L_main + eta * ReLU(L_main - L_aux))"
+        )
 
 
 @contextlib.contextmanager

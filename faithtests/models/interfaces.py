@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 AttentionModifier = Callable[[int, "torch.Tensor", "TokenSpans"], "torch.Tensor"]
 #: ``fn(logits, letters) -> logits`` on option-letter logits [N, len(letters)] before the decision.
 LogitAdjuster = Callable[["torch.Tensor", Sequence[str]], "torch.Tensor"]
+#: ``fn(layer, delta_attn, delta_ffn) -> delta_ffn``: rewrites the FFN sub-layer's update of the residual
+#: stream in one decoder layer, given the attention sub-layer's update at the same positions (both
+#: [batch, seq, hidden]). Returning ``delta_ffn`` unchanged must leave the model's outputs unchanged.
+FfnModifier = Callable[[int, "torch.Tensor", "torch.Tensor"], "torch.Tensor"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,17 @@ class Attentions:
     spans: TokenSpans
 
 
+@dataclass(frozen=True)
+class Contrast:
+    """Contrastive greedy decoding against one auxiliary prompt per row of a ``generate`` call (SPD-Faith
+    Eq. 7 / 24): each step's logits are L_main + eta * ReLU(L_main - L_aux), where L_aux continues
+    ``aux[i]`` with the tokens chosen so far. ``tag`` names how ``aux`` was built (output-cache key)."""
+
+    aux: tuple[Prompt, ...]
+    eta: float
+    tag: str
+
+
 @dataclass
 class Hooks:
     """Inference-time interventions, applied by an adapter for the duration of a call.
@@ -82,13 +97,18 @@ class Hooks:
     the FFN's residual contribution; ``logit_adjuster`` applies to option logits (``option_logits`` /
     ``decide``), not to free generation.
 
-    ``tag`` names the attention modifiers and their parameters (e.g. ``"cecs(alpha=0.5)"``): the
+    ``ffn`` modifiers rewrite the FFN update given the attention update (every method); ``contrast``
+    applies to ``generate`` only (other methods refuse it: combine their logits in the protocol).
+
+    ``tag`` names the attention / FFN modifiers and their parameters (e.g. ``"cecs(alpha=0.5)"``): the
     persistent output cache keys on it, and never stores a call whose modifiers carry no tag."""
 
     attention: dict[int, AttentionModifier] = field(default_factory=dict)  # layer -> modifier
     mlp_scale: dict[int, float] = field(default_factory=dict)  # layer -> factor on the MLP output
     logit_adjuster: LogitAdjuster | None = None
     tag: str | None = None
+    ffn: dict[int, FfnModifier] = field(default_factory=dict)  # layer -> FFN-update modifier
+    contrast: Contrast | None = None
 
 
 @runtime_checkable

@@ -15,6 +15,8 @@ Shared prefix (DESIGN.md, "Option scoring with a shared prefix"): rows whose ima
 The prefix is cut before the first wanted position and must contain every image token; otherwise the
 rows fall back to the full path. Families that keep positional state across calls (Qwen2-VL's
 ``rope_deltas``) continue correctly because the prefix call sets that state for the suffix call.
+MLP scales and FFN modifiers (per-position by contract) apply to both calls; attention modifiers see
+per-row spans over the whole prompt, so they take the full path.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from faithtests.models.hooks import (
     AttentionContext,
     attention_context,
     capture_states,
-    mlp_scales,
     register_attention,
+    residual_hooks,
 )
 from faithtests.models.interfaces import Hooks
 from faithtests.models.prompting import EncodedBatch
@@ -109,8 +111,7 @@ class ForwardRunner:
     ) -> Any:
         register_attention()  # idempotent; guards against re-imported transformers registries
         with contextlib.ExitStack() as stack:
-            if hooks is not None and hooks.mlp_scale:
-                stack.enter_context(mlp_scales(self.layers, hooks.mlp_scale))
+            stack.enter_context(residual_hooks(self.layers, hooks))  # MLP scales, FFN modifiers
             if hooks is not None and hooks.attention:
                 if enc is None:
                     raise RuntimeError("attention modifiers need the full-prompt path")

@@ -77,17 +77,28 @@ def model_namespace(
 def hooks_key(hooks: Hooks | None) -> str | None:
     """What the stored outputs of a call under ``hooks`` depend on; None when they cannot be keyed.
 
-    Attention modifiers are code, not data: they are keyed by ``hooks.tag`` (which must name them and
-    their parameters) and a call with modifiers but no tag is never stored. MLP scales are data. The
-    logit adjuster is not part of the key: adapters store the logits before it and apply it after.
+    Attention and FFN modifiers are code, not data: they are keyed by ``hooks.tag`` (which must name them
+    and their parameters) and a call with modifiers but no tag is never stored. MLP scales are data. A
+    contrast is keyed by its ``tag`` (how the auxiliary prompts were built; none: never stored) and eta;
+    the adapter adds each row's auxiliary prompt to that row's key. The logit adjuster is not part of the
+    key: adapters store the logits before it and apply it after. Hooks without FFN modifiers or contrast
+    keep the key they had before those existed (stored rows stay valid).
     """
-    if hooks is None or not (hooks.attention or hooks.mlp_scale):
+    if hooks is None or not (hooks.attention or hooks.mlp_scale or hooks.ffn or hooks.contrast):
         return "none"  # no hooks, or only a logit adjuster: the stored outputs are the plain model's
-    if hooks.attention and not hooks.tag:
+    code = bool(hooks.attention or hooks.ffn)
+    if code and not hooks.tag:
         return None
-    return digest({"tag": hooks.tag if hooks.attention else None,
-                   "attention_layers": sorted(hooks.attention),
-                   "mlp_scale": sorted(hooks.mlp_scale.items())})
+    if hooks.contrast is not None and not hooks.contrast.tag:
+        return None
+    parts: dict[str, Any] = {"tag": hooks.tag if code else None,
+                             "attention_layers": sorted(hooks.attention),
+                             "mlp_scale": sorted(hooks.mlp_scale.items())}
+    if hooks.ffn:
+        parts["ffn_layers"] = sorted(hooks.ffn)
+    if hooks.contrast is not None:
+        parts["contrast"] = {"tag": hooks.contrast.tag, "eta": float(hooks.contrast.eta)}
+    return digest(parts)
 
 
 def encode_array(value: np.ndarray[Any, Any] | torch.Tensor) -> bytes:

@@ -1,0 +1,136 @@
+"""Greedy generation for :class:`~faithtests.models.hf_vlm.HFVisionLanguageModel`: plain, and contrastive
+against one auxiliary prompt per row (``Hooks.contrast``, SPD-Faith Eq. 7 / 24).
+
+Both go through ``model.generate`` on left-padded batches, with the attention modifiers, MLP scales and
+FFN modifiers of the call's hooks active, and return the decoded new tokens.
+
+Contrastive decoding runs the two streams as one joint batch: rows [0, n) are the call's prompts (main),
+rows [n, 2n) their auxiliary prompts. Each stream has its own rows of the KV cache: both are prefilled,
+then advance one token per step. A logits processor replaces main row i's next-token logits by
+L_main + eta * ReLU(L_main - L_aux) (L_aux: row n + i) and forces row n + i onto the token main row i
+picks (the greedy argmax of those logits), so the auxiliary prompt is continued with the same tokens.
+Letting ``generate`` drive both streams keeps each family's own input preparation (position ids from
+the left-padding attention mask, Qwen2-VL's rope deltas, image inputs at prefill only) and its per-row
+EOS handling (both rows of a pair stop together, the auxiliary one being forced onto the EOS); with
+eta = 0 the main rows are exactly plain greedy decoding. Hooks apply to both streams (the modifiers see
+the joint batch's spans). The model's own generation-config processors (e.g. a repetition penalty) run
+first, on each row with its own history, so L_main is exactly what plain greedy decoding would see.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from faithtests.models.hooks import AttentionContext, attention_context, register_attention, residual_hooks
+from faithtests.models.interfaces import Hooks, Prompt
+from faithtests.models.prefix import ForwardRunner
+from faithtests.models.prompting import EncodedBatch
+
+
+class GenerationHost(Protocol):
+    """What the generation loop needs of an adapter (``HFVisionLanguageModel`` satisfies it)."""
+
+    model: Any
+    layers: nn.ModuleList
+    processor: Any
+    batch_size: int
+    runner: ForwardRunner
+
+    def encode(self, prompts: Sequence[Prompt], padding_side: str = "right") -> EncodedBatch: ...
+
+
+def contrast(main: torch.Tensor, aux: torch.Tensor, eta: float) -> torch.Tensor:
+    """Eq. 7 / 24: L_main + eta * ReLU(L_main - L_aux)."""
+    return main + eta * torch.relu(main - aux)
+
+
+def contrast_aux(hooks: Hooks | None, n: int) -> tuple[Prompt, ...] | None:
+    """The validated auxiliary prompts of a ``generate`` call with ``n`` prompts; None without contrast."""
+    if hooks is None or hooks.contrast is None:
+        return None
+    c = hooks.contrast
+    if len(c.aux) != n:
+        raise ValueError(f"Hooks.contrast has {len(c.aux)} auxiliary prompts for {n} prompts (one per row)")
+    if not (math.isfinite(c.eta) and c.eta >= 0):
+        raise ValueError(f"Hooks.contrast.eta must be finite and >= 0 (Eq. 7 never lowers a logit): {c.eta}")
+    for i, p in enumerate(c.aux):
+        if not isinstance(p, Prompt):
+            raise TypeError(f"auxiliary prompt {i} is {type(p).__name__}, expected faithtests Prompt")
+    return c.aux
+
+
+class ContrastLogits:
+    """Logits processor of a joint [main; aux] batch (module doc)."""
+
+    def __init__(self, n: int, eta: float) -> None:
+        self.n = n
+        self.eta = eta
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if scores.shape[0] != 2 * self.n:
+            raise RuntimeError(f"contrastive decoding: {scores.shape[0]} rows for {self.n} pairs")
+        final = contrast(scores[: self.n], scores[self.n :], self.eta)
+        forced = torch.full_like(final, torch.finfo(final.dtype).min)
+        forced.scatter_(1, final.argmax(dim=-1, keepdim=True), 0.0)
+        return torch.cat([final, forced])
+
+
+def kind_runs(prompts: Sequence[Prompt], start: int, stop: int) -> list[list[int]]:
+    """Consecutive index runs in [start, stop) whose prompts all have images or all have none, in order
+    (a processor call takes one kind; keeping runs consecutive keeps the output order)."""
+    runs: list[list[int]] = []
+    for i in range(start, stop):
+        if runs and bool(prompts[runs[-1][-1]].images) == bool(prompts[i].images):
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
+
+
+@torch.inference_mode()
+def greedy_texts(
+    host: GenerationHost,
+    prompts: Sequence[Prompt],
+    max_new_tokens: int,
+    hooks: Hooks | None,
+    aux: Sequence[Prompt] | None = None,
+) -> list[str]:
+    """Greedy continuations of ``prompts``; contrastive against ``aux`` (row-aligned) when given, with
+    ``hooks.contrast.eta`` (module doc)."""
+    if aux is not None and len(aux) != len(prompts):
+        raise ValueError(f"{len(aux)} auxiliary prompts for {len(prompts)} prompts")
+    eta = hooks.contrast.eta if hooks is not None and hooks.contrast is not None else 0.0
+    register_attention()  # idempotent; guards against re-imported transformers registries
+    tok = host.processor.tokenizer
+    per_batch = host.batch_size if aux is None else max(1, host.batch_size // 2)  # joint batches are 2n
+    texts: dict[int, str] = {}
+    for start in range(0, len(prompts), per_batch):
+        for rows in kind_runs(prompts, start, min(start + per_batch, len(prompts))):
+            batch = [prompts[i] for i in rows]
+            extra: dict[str, Any] = {}
+            if aux is not None:
+                mixed = [i for i in rows if bool(aux[i].images) != bool(prompts[i].images)]
+                if mixed:
+                    raise ValueError(f"contrastive decoding: rows {mixed} pair a prompt with images and one "
+                                     "without (the two streams run in one processor call)")
+                batch += [aux[i] for i in rows]
+                from transformers import LogitsProcessorList
+
+                extra["logits_processor"] = LogitsProcessorList([ContrastLogits(len(rows), eta)])
+            enc = host.encode(batch, padding_side="left")
+            ctx = AttentionContext(modifiers=dict(hooks.attention) if hooks else {}, spans=enc.spans)
+            with attention_context(ctx), residual_hooks(host.layers, hooks):
+                out = host.model.generate(
+                    **host.runner.to_device(enc.inputs), max_new_tokens=max_new_tokens, do_sample=False,
+                    num_beams=1, pad_token_id=tok.pad_token_id, temperature=None, top_p=None, top_k=None,
+                    **extra,
+                )
+            new = out[: len(rows), enc.inputs["input_ids"].shape[1] :]
+            for r, seq in zip(rows, new, strict=True):
+                texts[r] = tok.decode(seq, skip_special_tokens=True).strip()
+    return [texts[i] for i in range(len(prompts))]
