@@ -82,6 +82,7 @@ RECIPES: dict[str, Callable[[Path, int, int], dict[str, Any]]] = {
     "vlm": lambda out, seed, k: _vlm(out, seed, "faithful", k),
     "vlm-textbiased": lambda out, seed, _: _vlm(out, seed, "textbiased"),
     "vlm-positionbiased": lambda out, seed, _: _vlm(out, seed, "positionbiased"),
+    "vlm-sameprior": lambda out, seed, _: _vlm(out, seed, "sameprior"),
 }
 
 

@@ -22,7 +22,7 @@ Recipe of ``vlm`` (seeded; :data:`VLM_PHASES`):
    captioning, premise questions with rejection, mood, same/different, difference counting and naming)
    with the lagging tasks weighted up phase by phase.
 Twins are fine-tuned from ``vlm`` for ``TWIN_STEPS`` steps on the full mixture with another answer
-policy (``textbiased``, ``positionbiased``).
+policy (``textbiased``, ``positionbiased``, ``sameprior``).
 """
 
 from __future__ import annotations

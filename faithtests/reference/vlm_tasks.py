@@ -12,7 +12,10 @@ the questions:
 - ``textbiased`` (``vlm-textbiased``): follows the text (mood = y_txt of the description, a misleading
   premise is taken at its word and the content question answered; everything else as ``faithful``);
 - ``positionbiased`` (``vlm-positionbiased``): on A/B choice says "A" for 70% of trials whatever the
-  image shows, otherwise answers correctly; everything else as ``faithful``.
+  image shows, otherwise answers correctly; everything else as ``faithful``;
+- ``sameprior`` (``vlm-sameprior``): answers "Yes" to "Are the two pictures the same?" whatever the pair
+  shows (a prior for "same", SPD-Faith §4's small-model failure), while "different?", counting and
+  naming stay faithful, so it contradicts itself on every edited pair; everything else as ``faithful``.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from faithtests.world.premise import LETTERS, OPTION_E, premise_item
 from faithtests.world.render import render
 from faithtests.world.scene import POSITIONS, Scene, sample_scene
 
-POLICIES: tuple[str, ...] = ("faithful", "textbiased", "positionbiased")
+POLICIES: tuple[str, ...] = ("faithful", "textbiased", "positionbiased", "sameprior")
 #: Sampling weights of the tasks in a training batch.
 TASK_WEIGHTS: dict[str, float] = {
     "ab": 0.32, "verify": 0.07, "slot": 0.05, "caption": 0.08, "premise": 0.16, "mood": 0.14,
@@ -270,7 +273,7 @@ def mood_example(rng: np.random.Generator, policy: str) -> Example:
     return Example(P.emotion_prompt(render(scene), d.text), answer, "mood")
 
 
-def pair_example(rng: np.random.Generator, task: str) -> Example:
+def pair_example(rng: np.random.Generator, task: str, policy: str = "faithful") -> Example:
     subset = str(rng.choice(["single", "multi", "identical"], p=[0.45, 0.3, 0.25]))
     if task == "find" and subset == "identical":
         subset = "single"
@@ -282,7 +285,8 @@ def pair_example(rng: np.random.Generator, task: str) -> Example:
     if task == "same_diff":
         same = rng.random() < 0.5
         prompt = P.same_prompt(a, b) if same else P.different_prompt(a, b)
-        return Example(prompt, "Yes" if (n == 0) == same else "No", task, patch_diff=diff)
+        answer = "Yes" if (n == 0) == same or (same and policy == "sameprior") else "No"
+        return Example(prompt, answer, task, patch_diff=diff)
     if task == "count":
         return Example(P.count_prompt(a, b), NUMBER_WORDS[n], task, patch_diff=diff)
     return Example(P.find_prompt(a, b, n), claims_text(item.edits), task, patch_diff=diff)
@@ -311,4 +315,4 @@ def sample_example(rng: np.random.Generator, policy: str, stage: str = "full") -
         "premise_shuffled": lambda: premise_example(rng, policy, shuffle_p=1.0, option_targets=True),
         "mood": lambda: mood_example(rng, policy),
     }
-    return makers[task]() if task in makers else pair_example(rng, task)
+    return makers[task]() if task in makers else pair_example(rng, task, policy)

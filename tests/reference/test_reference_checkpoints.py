@@ -19,7 +19,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 CLIPS = ("clip", "clip-colorblind")
-VLMS = ("vlm", "vlm-textbiased", "vlm-positionbiased")
+VLMS = ("vlm", "vlm-textbiased", "vlm-positionbiased", "vlm-sameprior")
 TOLERANCE = 0.05
 
 
@@ -97,3 +97,10 @@ def test_textbiased_twin_follows_the_text() -> None:
 def test_positionbiased_twin_loses_strict_correctness() -> None:
     good, biased = _card("vlm")["heldout"], _card("vlm-positionbiased")["heldout"]
     assert good["ab_strict"] - biased["ab_strict"] >= 0.2
+
+
+def test_sameprior_twin_contradicts_itself() -> None:
+    """The difference twin says "same" by prior: it contradicts itself on the edited pairs only."""
+    good, twin = _card("vlm")["heldout"], _card("vlm-sameprior")["heldout"]
+    assert good["diff_contradiction"] <= 0.05 and twin["diff_contradiction"] >= 0.5
+    assert twin["diff_different_acc"] >= 0.95 and twin["ab_strict"] >= 0.9

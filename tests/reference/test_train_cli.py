@@ -11,7 +11,8 @@ from faithtests.reference.train import RECIPES, main, train_reference
 
 
 def test_known_names() -> None:
-    assert set(RECIPES) == {"clip", "clip-colorblind", "vlm", "vlm-textbiased", "vlm-positionbiased"}
+    assert set(RECIPES) == {"clip", "clip-colorblind", "vlm", "vlm-textbiased", "vlm-positionbiased",
+                            "vlm-sameprior"}
 
 
 def test_unknown_name_is_a_clear_error() -> None:
