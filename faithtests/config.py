@@ -18,6 +18,7 @@ class RunConfig:
     data: Mapping[str, Path] = field(default_factory=dict)  # --faith-data NAME=PATH, resolved
     limit: int | None = None  # --faith-limit: at most N items per dataset
     seed: int = 0  # --faith-seed: item sampling and bootstrap
+    cache: Path | None = None  # --faith-cache: persistent outputs (and generated data) of this run
 
     def capped(self, n: int) -> int:
         """``n`` items, or fewer under ``--faith-limit``."""

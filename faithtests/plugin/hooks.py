@@ -79,7 +79,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: a long-running test (deselect with -m 'not slow')")
     opts = parse_options(config)
     config.stash[FAITH_OPTIONS] = opts
-    config.stash[RUN_CONFIG] = RunConfig(data=dict(opts.data), limit=opts.limit, seed=opts.seed)
+    # imported here: importing a plugin module at load time defeats pytest's assertion rewriting of it
+    from faithtests.plugin.models import cache_dir
+
+    try:
+        where = cache_dir(config)
+    except ValueError:  # the model fixtures' plugin is not registered (a run without models)
+        where = None
+    config.stash[RUN_CONFIG] = RunConfig(data=dict(opts.data), limit=opts.limit, seed=opts.seed,
+                                         cache=Path(where) if where else None)
     try:
         config.stash[FAITH_THRESHOLDS] = load_thresholds(
             opts.default_thresholds, opts.thresholds_file, default_required=opts.default_thresholds_explicit

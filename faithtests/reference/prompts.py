@@ -16,7 +16,15 @@ from PIL import Image
 from faithtests.models.interfaces import Prompt
 from faithtests.protocols.s3e.prompts import S3E_TEMPLATE as S3E_TEMPLATE
 from faithtests.protocols.s3e.prompts import s3e_prompt as s3e_prompt
-from faithtests.world.captions import NUMBER_WORDS
+from faithtests.protocols.spdfaith.prompts import COUNT_QUESTION as COUNT_QUESTION
+from faithtests.protocols.spdfaith.prompts import DIFFERENT_QUESTION as DIFFERENT_QUESTION
+from faithtests.protocols.spdfaith.prompts import SAME_QUESTION as SAME_QUESTION
+from faithtests.protocols.spdfaith.prompts import YES_NO as YES_NO
+from faithtests.protocols.spdfaith.prompts import count_prompt as count_prompt
+from faithtests.protocols.spdfaith.prompts import different_prompt as different_prompt
+from faithtests.protocols.spdfaith.prompts import find_prompt as find_prompt
+from faithtests.protocols.spdfaith.prompts import find_text as find_text
+from faithtests.protocols.spdfaith.prompts import same_prompt as same_prompt
 from faithtests.world.mood import EMOTIONS
 
 AB_LETTERS: tuple[str, str] = ("A", "B")
@@ -48,12 +56,8 @@ TEXT_ONLY_EMOTION = (
     "Respond ONLY with the emotion word, in lowercase. No explanation."
 )
 
-SAME_QUESTION = "Are the two pictures the same?"
-DIFFERENT_QUESTION = "Are the two pictures different?"
-COUNT_QUESTION = "How many differences are there between the two pictures? Answer with a number."
 CAPTION_QUESTION = "Describe the image."
 VERIFY_TEMPLATE = 'Does this caption match the image? Answer Yes or No.\nCaption: "{c}"'
-YES_NO: tuple[str, str] = ("Yes", "No")
 
 
 def imavb_text(question: str, options: Sequence[str]) -> str:
@@ -81,29 +85,6 @@ def image_only_emotion_prompt(image: Image.Image) -> Prompt:
 
 def text_only_emotion_prompt(description: str) -> Prompt:
     return Prompt(images=(), text=TEXT_ONLY_EMOTION.format(description=description))
-
-
-def same_prompt(a: Image.Image, b: Image.Image) -> Prompt:
-    return Prompt(images=(a, b), text=SAME_QUESTION)
-
-
-def different_prompt(a: Image.Image, b: Image.Image) -> Prompt:
-    return Prompt(images=(a, b), text=DIFFERENT_QUESTION)
-
-
-def count_prompt(a: Image.Image, b: Image.Image) -> Prompt:
-    return Prompt(images=(a, b), text=COUNT_QUESTION)
-
-
-def find_text(n: int) -> str:
-    """SPD-Faith's self-consistency prompt, grammatical for n = 1."""
-    if n == 1:
-        return "There is one difference in the picture. Can you find it?"
-    return f"There are {NUMBER_WORDS[n]} differences in the picture. Can you find them?"
-
-
-def find_prompt(a: Image.Image, b: Image.Image, n: int) -> Prompt:
-    return Prompt(images=(a, b), text=find_text(n))
 
 
 def verify_prompt(image: Image.Image, caption: str) -> Prompt:

@@ -413,7 +413,8 @@ def test_repo_conftest_and_entry_point_register_once(pytestconfig: pytest.Config
     from faithtests.protocols import FIXTURE_PLUGINS
 
     assert FIXTURE_PLUGINS == ("faithtests.protocols.acbench.fixtures", "faithtests.protocols.imavb.fixtures",
-                               "faithtests.protocols.lgip.fixtures", "faithtests.protocols.s3e.fixtures")
+                               "faithtests.protocols.lgip.fixtures", "faithtests.protocols.s3e.fixtures",
+                               "faithtests.protocols.spdfaith.fixtures")
     for name in FIXTURE_PLUGINS:
         assert pytestconfig.pluginmanager.get_plugin(name) is not None, name
 

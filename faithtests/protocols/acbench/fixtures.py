@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from faithtests.config import run_config
+from faithtests.data.invalid import Counted, invalid_rows
 
 if TYPE_CHECKING:
     import numpy as np
@@ -109,8 +110,7 @@ class AcData:
 
     dataset: str
     usable: Usable
-    loaded_invalid: dict[str, int]
-    loaded_examples: dict[str, list[str]]
+    loaded: Counted  # the loader's rejections
     loaded_total: int
     vlm: VisionLanguageModel
     window_option: tuple[int, int] | None = None
@@ -131,14 +131,7 @@ class AcData:
     def data_invalid(self) -> list[tuple[str, int, int, list[str]]]:
         """(kind, count, out of, examples) of the loader's rejections (out of the rows read) and of the
         image check's (out of the records loaded)."""
-        out = [
-            (k, v, self.loaded_total, self.loaded_examples.get(k, []))
-            for k, v in sorted(self.loaded_invalid.items())
-        ]
-        return out + [
-            (k, v, self.usable.total, self.usable.examples.get(k, []))
-            for k, v in sorted(self.usable.invalid.items())
-        ]
+        return invalid_rows(self.loaded, self.loaded_total, self.usable, self.usable.total)
 
     # -- answers ------------------------------------------------------------------------------------
     def answers(self, variant: str, mode: AnswerMode) -> Answers:
@@ -323,8 +316,7 @@ def acbench_data(request: pytest.FixtureRequest, faith_vlm: Any) -> AcData:
         cache[key] = AcData(
             dataset,
             usable(loaded.records),
-            dict(loaded.invalid),
-            dict(loaded.examples),
+            Counted(dict(loaded.invalid), dict(loaded.examples)),
             max(loaded.total, len(loaded.records)),
             faith_vlm,
             request.config.stash.get(_WINDOW, None),

@@ -50,7 +50,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faithtests.data.errors import ImageLoadError
-from faithtests.data.invalid import CountsInvalid
+from faithtests.data.invalid import Counted
 from faithtests.models.interfaces import Hooks, Prompt, VisionLanguageModel
 from faithtests.protocols.acbench.cecs import TAU, conflict_score
 from faithtests.protocols.acbench.metrics import lss, masks_from_spans
@@ -84,14 +84,6 @@ IMAGE_LABEL_CLASH: Final = "records of one image disagree on y_img (left out of 
 #: Prompts per ``attentions`` / probe call: bounds memory (a real VLM's weights are L x heads x keys
 #: per prompt) while keeping batches.
 CHUNK: Final = 16
-
-
-@dataclass
-class Counted(CountsInvalid):
-    """Rows that could not be used or answered, by kind (``examples`` name up to five per kind)."""
-
-    invalid: dict[str, int] = field(default_factory=dict)
-    examples: dict[str, list[str]] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------------------ records

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from faithtests.data.invalid import CountsInvalid
+from faithtests.data.invalid import CountsInvalid, jsonl_files
 from faithtests.data.records import ImageRef
 from faithtests.protocols.acbench.records import EMOTIONS, WORLD_SUBSETS, AcRecord, Subset
 
@@ -129,14 +129,7 @@ def _text(value: Any) -> str:
 
 # ------------------------------------------------------------------------------------------ AC-Bench
 def _jsonl_files(path: Path) -> list[Path]:
-    if not path.exists():
-        raise FileNotFoundError(f"AC-Bench data not found: {path}")
-    if path.is_file():
-        return [path]
-    files = sorted(path.glob("*.jsonl"))
-    if not files:
-        raise FileNotFoundError(f"{path}: no *.jsonl file in this folder")
-    return files
+    return jsonl_files(path, "AC-Bench")
 
 
 def _iter_lines(files: Iterable[Path]) -> Iterator[tuple[str, str]]:

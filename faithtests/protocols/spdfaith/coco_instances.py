@@ -1,0 +1,149 @@
+"""COCO instances JSON for the SPD-Faith edit pairs: images with their objects (polygons, boxes, areas).
+
+Only what :mod:`.coco_edits` needs: an image whose file is missing, a malformed image entry or
+annotation, an annotation of an unknown image or category, or a malformed segmentation is counted into
+the caller's :class:`~faithtests.data.invalid.CountsInvalid` by kind (``missing image``, ``bad image
+entry``, ``duplicate image id``, ``bad annotation``, ``unknown image id``, ``unknown category``, ``bad
+segmentation``); a malformed top level (not an object, a missing or non-list ``images`` /
+``annotations`` / ``categories``, a bad category) is a :class:`~faithtests.data.errors.DataError`.
+Crowd (RLE) annotations are kept without polygons: never edited, but their boxes count as occupied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+
+from faithtests.data._validate import Where, get, integer, number, read_json, text
+from faithtests.data.errors import DataError
+from faithtests.data.invalid import CountsInvalid
+from faithtests.protocols.spdfaith import coco_ops as ops
+
+__all__ = ["MIN_AREA", "CocoImage", "CocoObject", "coco_layout", "load_instances"]
+
+MIN_AREA: Final = 0.005  # smallest editable object, as a fraction of the image
+
+
+@dataclass(frozen=True)
+class CocoObject:
+    ann_id: int
+    category: str
+    box: ops.Box  # from the COCO bbox [x, y, w, h], widened to whole pixels
+    area: float  # fraction of the image
+    polygons: tuple[tuple[float, ...], ...]  # empty for crowd / RLE annotations: occupied, never edited
+
+    @property
+    def editable(self) -> bool:  # crowd regions and specks are never edited
+        return bool(self.polygons) and self.area >= MIN_AREA
+
+
+@dataclass(frozen=True)
+class CocoImage:
+    image_id: int
+    file: Path
+    width: int
+    height: int
+    objects: tuple[CocoObject, ...]
+
+    def obj(self, ann_id: int) -> CocoObject:
+        return next(o for o in self.objects if o.ann_id == ann_id)
+
+    def mask(self, ann_id: int) -> ops.Mask:
+        return ops.polygon_mask(self.obj(ann_id).polygons, self.height, self.width)
+
+
+def coco_layout(root: str | Path, split: str = "val2017") -> tuple[Path, Path]:
+    """(``root/annotations/instances_<split>.json``, ``root/<split>``); FileNotFoundError naming them."""
+    base = Path(root)
+    instances, images = base / "annotations" / f"instances_{split}.json", base / split
+    if not instances.is_file():
+        raise FileNotFoundError(f"COCO instances file not found: {instances} (SPD-Faith COCO pairs need the "
+                                f"COCO layout <root>/annotations/instances_{split}.json + <root>/{split}/)")
+    if not images.is_dir():
+        raise FileNotFoundError(f"COCO image folder not found: {images}")
+    return instances, images
+
+
+def _polygons(seg: Any, where: Where) -> tuple[tuple[float, ...], ...]:
+    if isinstance(seg, dict):
+        return ()  # RLE: only crowd regions use it in COCO; occupied, not edited
+    if not isinstance(seg, list) or not seg:
+        raise where.error("expected a list of polygons or an RLE object", "segmentation")
+    out = []
+    for poly in seg:
+        if (not isinstance(poly, list) or len(poly) < 6 or len(poly) % 2
+                or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in poly)):
+            raise where.error("a polygon is a flat list of >= 3 (x, y) numbers", "segmentation")
+        out.append(tuple(float(v) for v in poly))
+    return tuple(out)
+
+
+def _box(bbox: Any, where: Where) -> ops.Box:
+    if not isinstance(bbox, list) or len(bbox) != 4 or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in bbox) or min(bbox[2:]) < 0:
+        raise where.error(f"expected [x, y, w, h] with w, h >= 0, got {bbox!r}", "bbox")
+    x, y, w, h = (float(v) for v in bbox)
+    return int(np.floor(x)), int(np.floor(y)), int(np.ceil(x + w)), int(np.ceil(y + h))
+
+
+def load_instances(annotations: Path, image_dir: Path, out: CountsInvalid) -> list[CocoImage]:
+    """Images of a COCO instances JSON whose file exists, with their valid annotations (file order);
+    bad entries are counted into ``out`` (module doc). A malformed top level is a DataError."""
+    data = read_json(annotations)
+    top = Where(annotations)
+    if not isinstance(data, dict):
+        raise top.error("expected a JSON object with 'images', 'annotations' and 'categories'")
+    lists = {k: get(data, k, top) for k in ("images", "annotations", "categories")}
+    for k, v in lists.items():
+        if not isinstance(v, list):
+            raise top.error("expected a list", k)
+    cats: dict[int, str] = {}
+    for i, c in enumerate(lists["categories"]):
+        where = Where(annotations, key=f"categories[{i}]")
+        cats[integer(c, "id", where)] = text(c, "name", where)
+    meta: dict[int, tuple[Path, int, int]] = {}
+    for i, im in enumerate(lists["images"]):
+        where = Where(annotations, key=f"images[{i}]")
+        try:
+            image_id, name = integer(im, "id", where), text(im, "file_name", where)
+            w, h = integer(im, "width", where), integer(im, "height", where)
+        except DataError as e:
+            out.reject("bad image entry", str(e))
+            continue
+        if image_id in meta:
+            out.reject("duplicate image id", f"{where.key}: {image_id}")
+        elif not (image_dir / name).is_file():
+            out.reject("missing image", str(image_dir / name))
+        elif w > 0 and h > 0:
+            meta[image_id] = (image_dir / name, w, h)
+        else:
+            out.reject("bad image entry", f"{where.key}: size {w}x{h}")
+    objects: dict[int, list[CocoObject]] = {k: [] for k in meta}
+    known_ids = {im["id"] for im in lists["images"] if isinstance(im, dict) and isinstance(im.get("id"), int)}
+    for j, a in enumerate(lists["annotations"]):
+        where = Where(annotations, key=f"annotations[{j}]")
+        try:
+            ann_id, image_id, cat = (integer(a, k, where) for k in ("id", "image_id", "category_id"))
+            box, area = _box(get(a, "bbox", where), where), number(a, "area", where)
+        except DataError as e:
+            out.reject("bad annotation", str(e))
+            continue
+        if image_id not in known_ids:
+            out.reject("unknown image id", f"{where.key}: {image_id}")
+            continue
+        if cat not in cats:
+            out.reject("unknown category", f"{where.key}: {cat}")
+            continue
+        if image_id not in meta:
+            continue  # its image was counted above
+        try:
+            polygons = () if a.get("iscrowd") else _polygons(a.get("segmentation"), where)
+        except DataError as e:
+            out.reject("bad segmentation", str(e))
+            continue
+        _, w, h = meta[image_id]
+        objects[image_id].append(CocoObject(ann_id, cats[cat], box, area / (w * h), polygons))
+    return [CocoImage(k, f, w, h, tuple(objects[k])) for k, (f, w, h) in meta.items()]

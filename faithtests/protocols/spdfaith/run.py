@@ -1,0 +1,192 @@
+"""Running SPD-Faith on a VLM: the only module of this protocol that calls a model (§3, App. B.2, D.3, E).
+
+* :func:`usable` — the records whose two images load (each pair decoded once; a failure is counted by
+  kind, the rest go on).
+* :func:`run_variant` — every answer one variant gives on the usable pairs:
+  - the symmetric questions "Are the two pictures the same?" / "... different?" read from the Yes / No
+    logits at the answer position (``decide``: one forward per prompt through the prefix cache), with
+    the pre-answer states of every layer for the residual-stream check (App. D.3);
+  - the count question, the argmax over :data:`~.prompts.COUNT_WORDS` of the answer-position logits
+    (a tie at the top is no count: counted, never guessed);
+  - the self-consistency naming prompt filled with the model's own count (App. B.2, DRF: "There are
+    {n} differences in the picture. Can you find them?"), greedy, read by the judge. A pair the model
+    counts as having no difference gets no naming prompt (there is nothing to find): counted.
+* Variants: ``base`` (no hooks) and ``sage`` (§5, App. E): stages 1-2 as hooks on every call, stage 3 as
+  contrastive decoding against the same prompt on the masked pair (decisions: the logits combined by
+  ``sage.contrast_logits``; generation: ``Hooks.contrast``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+from faithtests.data.errors import ImageLoadError
+from faithtests.data.invalid import Counted
+from faithtests.models.interfaces import Contrast, Hooks, Prompt, VisionLanguageModel
+from faithtests.protocols.spdfaith.judge import Judge, Judgement
+from faithtests.protocols.spdfaith.prompts import (
+    COUNT_WORDS,
+    YES_NO,
+    count_prompt,
+    different_prompt,
+    find_prompt,
+    same_prompt,
+)
+from faithtests.protocols.spdfaith.records import DiffRecord
+from faithtests.protocols.spdfaith.sage import SageConfig, contrast_logits, sage_aux_prompts, sage_hooks
+
+if TYPE_CHECKING:
+    import torch
+    from PIL import Image
+
+VARIANTS: Final[tuple[str, ...]] = ("base", "sage")
+#: Greedy tokens of a naming answer: five claims of the world's grammar take about 50 tokens; a real
+#: model's prose needs more room ("First, the red car near the gas station ...").
+MAX_NEW_TOKENS: Final = 96
+UNREADABLE: Final = "unreadable pair image"
+NON_FINITE: Final = "non-finite answer logits (no answer)"
+COUNT_TIE: Final = "tied top count logits (no count, never guessed)"
+NO_NAMING: Final = "counted no difference (no naming prompt asked)"
+Pair = tuple["Image.Image", "Image.Image"]
+
+
+@dataclass
+class Usable(Counted):
+    """The records whose pair loaded, their decoded pairs, and ``total`` records given."""
+
+    records: list[DiffRecord] = field(default_factory=list)
+    pairs: list[Pair] = field(default_factory=list)
+    total: int = 0
+
+
+def usable(records: Sequence[DiffRecord]) -> Usable:
+    out = Usable(total=len(records))
+    for r in records:
+        try:
+            a, b = r.images()
+        except (ImageLoadError, OSError) as e:
+            out.reject(UNREADABLE, f"{r.item_id}: {e}")
+            continue
+        out.records.append(r)
+        out.pairs.append((a, b))
+    return out
+
+
+@dataclass
+class Answers:
+    """One variant's answers on the usable records (row i = ``Usable.records[i]``).
+
+    ``p_yes_*`` are P(Yes) of the Yes / No pair (NaN where the logits were not finite); ``states_*`` the
+    pre-answer residual states [layers, N, D]; ``count`` the model's count (-1: none); ``replies`` and
+    ``judgements`` the naming answers (None where no naming prompt was asked)."""
+
+    variant: str
+    p_yes_same: NDArray[np.float64]
+    p_yes_diff: NDArray[np.float64]
+    states_same: NDArray[np.float32]
+    states_diff: NDArray[np.float32]
+    count: NDArray[np.int64]
+    count_logits: NDArray[np.float64]
+    replies: list[str | None]
+    judgements: list[Judgement | None]
+    counted: Counted
+    judge: str
+
+
+def _numpy(t: torch.Tensor) -> NDArray[np.float64]:
+    return np.asarray(t.detach().float().cpu().numpy(), dtype=np.float64)
+
+
+def p_yes(logits: NDArray[np.float64]) -> NDArray[np.float64]:
+    """P(Yes) from [N, 2] logits of ("Yes", "No"): the softmax over the pair; NaN where not finite."""
+    ok = np.isfinite(logits).all(axis=1)
+    d = np.where(ok, logits[:, 1] - logits[:, 0], 0.0)
+    return np.where(ok, 1.0 / (1.0 + np.exp(d)), np.nan)
+
+
+def argmax_or_tie(logits: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Row argmax; -1 where the top value is shared or a logit is not finite."""
+    out = np.full(len(logits), -1, dtype=np.int64)
+    for i, row in enumerate(logits):
+        if np.isfinite(row).all() and (row == row.max()).sum() == 1:
+            out[i] = int(row.argmax())
+    return out
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How one variant calls the model: hooks on every call, and stage 3's contrast (or none)."""
+
+    hooks: Hooks | None
+    cfg: SageConfig | None
+
+    def aux(
+        self, vlm: VisionLanguageModel, prompts: list[Prompt], pairs: Sequence[Pair]
+    ) -> list[Prompt] | None:
+        if self.cfg is None or "generate" not in self.cfg.stages:
+            return None
+        return sage_aux_prompts(vlm, prompts, pairs, self.cfg)
+
+
+def plan(vlm: VisionLanguageModel, variant: str, cfg: SageConfig | None = None) -> _Plan:
+    if variant == "base":
+        return _Plan(None, None)
+    if variant == "sage":
+        c = cfg or SageConfig()
+        return _Plan(sage_hooks(vlm.num_layers, c), c)
+    raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
+
+
+def _decide(
+    vlm: VisionLanguageModel, p: _Plan, prompts: list[Prompt], pairs: Sequence[Pair], options: Sequence[str]
+) -> tuple[NDArray[np.float64], NDArray[np.float32]]:
+    """Option logits (stage 3 combined when the plan has it) and the main pass's states."""
+    d = vlm.decide(prompts, options, p.hooks)
+    logits = _numpy(d.logits)
+    aux = p.aux(vlm, prompts, pairs)
+    if aux is not None and p.cfg is not None:
+        aux_logits = _numpy(vlm.option_logits(aux, options, p.hooks))
+        logits = contrast_logits(logits, aux_logits, p.cfg.eta)
+    return logits, np.asarray(d.states.float().cpu().numpy(), dtype=np.float32)
+
+
+def run_variant(
+    vlm: VisionLanguageModel, data: Usable, variant: str, judge: Judge, cfg: SageConfig | None = None
+) -> Answers:
+    """Every SPD-Faith answer of ``variant`` on ``data`` (module docstring)."""
+    p = plan(vlm, variant, cfg)
+    recs, pairs = data.records, data.pairs
+    counted = Counted()
+    same_logits, states_same = _decide(vlm, p, [same_prompt(a, b) for a, b in pairs], pairs, YES_NO)
+    diff_logits, states_diff = _decide(vlm, p, [different_prompt(a, b) for a, b in pairs], pairs, YES_NO)
+    ps, pd = p_yes(same_logits), p_yes(diff_logits)
+    for i in np.flatnonzero(~(np.isfinite(ps) & np.isfinite(pd))):
+        counted.reject(NON_FINITE, f"{recs[i].item_id}: same/different")
+    count_logits, _ = _decide(vlm, p, [count_prompt(a, b) for a, b in pairs], pairs, COUNT_WORDS)
+    count = argmax_or_tie(count_logits)
+    for i in np.flatnonzero(count < 0):
+        kind = NON_FINITE if not np.isfinite(count_logits[i]).all() else COUNT_TIE
+        counted.reject(kind, f"{recs[i].item_id}: count")
+    asked = [i for i in range(len(recs)) if count[i] >= 1]
+    for i in np.flatnonzero(count == 0):
+        counted.reject(NO_NAMING, recs[i].item_id)
+    replies: list[str | None] = [None] * len(recs)
+    judgements: list[Judgement | None] = [None] * len(recs)
+    if asked:
+        prompts = [find_prompt(*pairs[i], int(count[i])) for i in asked]
+        hooks = p.hooks
+        aux = p.aux(vlm, prompts, [pairs[i] for i in asked])
+        if aux is not None and p.cfg is not None:
+            base = p.hooks or Hooks()
+            hooks = Hooks(attention=base.attention, mlp_scale=base.mlp_scale, ffn=base.ffn, tag=base.tag,
+                          contrast=Contrast(tuple(aux), p.cfg.eta, tag=p.cfg.mask_tag()))
+        for row, text in zip(asked, vlm.generate(prompts, MAX_NEW_TOKENS, hooks), strict=True):
+            replies[row] = text
+            judgements[row] = judge(text, recs[row])
+    return Answers(variant, ps, pd, states_same, states_diff, count, count_logits, replies, judgements,
+                   counted, judge.name)
