@@ -16,9 +16,7 @@ judge produced it. ``--faith-sage KEY=VALUE,...`` (ini ``faith_sage``) sets SAGE
 from __future__ import annotations
 
 import importlib
-import os
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import pytest
@@ -162,10 +160,6 @@ class SpdData:
         return invalid_rows(self.loaded, self.loaded_total, self.usable, self.usable.total)
 
 
-def _user_cache() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "faithtests"
-
-
 def _records(config: pytest.Config, dataset: str) -> Any:
     cache = config.stash.setdefault(_RECORDS, {})
     run = run_config(config)
@@ -177,7 +171,9 @@ def _records(config: pytest.Config, dataset: str) -> Any:
             cache[dataset] = sources.Loaded(records=recs, total=len(recs))
         elif dataset == "coco":
             single, multi, same = (run.capped(n) for n in SPD_COCO_PAIRS)
-            where = (run.cache or _user_cache()) / "spdfaith-coco"
+            from faithtests.protocols.spdfaith.coco_edits import default_cache_dir
+
+            where = run.cache / "spdfaith-coco" if run.cache else default_cache_dir()
             cache[dataset] = sources.coco_records(run.data["coco"], single, multi, same, run.seed, where)
         elif dataset == "spdfaith":
             cache[dataset] = sources.load_spdfaith_bench(run.data["spdfaith"], limit=run.limit)

@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
@@ -182,9 +182,8 @@ def run_variant(
         hooks = p.hooks
         aux = p.aux(vlm, prompts, [pairs[i] for i in asked])
         if aux is not None and p.cfg is not None:
-            base = p.hooks or Hooks()
-            hooks = Hooks(attention=base.attention, mlp_scale=base.mlp_scale, ffn=base.ffn, tag=base.tag,
-                          contrast=Contrast(tuple(aux), p.cfg.eta, tag=p.cfg.mask_tag()))
+            contrast = Contrast(tuple(aux), p.cfg.eta, tag=p.cfg.mask_tag())
+            hooks = replace(p.hooks or Hooks(), contrast=contrast)
         for row, text in zip(asked, vlm.generate(prompts, MAX_NEW_TOKENS, hooks), strict=True):
             replies[row] = text
             judgements[row] = judge(text, recs[row])
