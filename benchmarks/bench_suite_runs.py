@@ -117,13 +117,34 @@ def xdist_part(repeats: int) -> dict[str, Any]:
             "same_metrics_as_serial": _same(metrics(rs), metrics(rn))}
 
 
+def _wall(cmd: list[str]) -> float:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, check=True)
+    return time.perf_counter() - start
+
+
+def floor() -> dict[str, float]:
+    """What a run costs before any model output: collecting the suites, and importing the libraries
+    a run needs (torch, transformers, open_clip, scikit-learn, pandas). A warm run cannot go below it."""
+    collect = _wall([sys.executable, "-m", "pytest", "suites/", "--collect-only", "-q",
+                     "-p", "no:cacheprovider", *SELECT])
+    libraries = ("import torch, transformers, open_clip, sklearn.linear_model, pandas; "
+                 "from transformers import AutoModelForImageTextToText, AutoProcessor")
+    imports = _wall([sys.executable, "-c", libraries])
+    return {"collect_s": round(collect, 1), "imports_s": round(imports, 1)}
+
+
 def cache_part() -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="faith_cache_") as cache:
         cold, rc = run("--faith-cache", cache)
         warm, rw = run("--faith-cache", cache)
         models = json.loads((rw / "scorecard.json").read_text(encoding="utf-8"))["fingerprint"]["models"]
         counts = {label: info.get("output_cache") for label, info in models.items()}
+    base = floor()
     return {"cold_s": round(cold, 1), "warm_s": round(warm, 1), "speedup_warm_vs_cold": round(cold / warm, 2),
+            "floor": base,
+            "speedup_ceiling_cold_vs_floor": round(cold / (base["collect_s"] + base["imports_s"]), 1),
             "warm_output_cache": counts, "same_metrics_as_cold": _same(metrics(rc), metrics(rw))}
 
 

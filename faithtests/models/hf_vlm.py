@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from faithtests.models.attention_rows import ATTENTION_CODEC, AttentionRow, assemble, split_rows
 from faithtests.models.cache import checkpoint_sha256, content_sha256, image_key
 from faithtests.models.generation import contrast_aux, greedy_texts, kind_runs
 from faithtests.models.hooks import (
@@ -36,7 +37,7 @@ from faithtests.models.hooks import (
     register_attention,
     residual_hooks,
 )
-from faithtests.models.interfaces import Attentions, Decision, Hooks, Prompt, TokenSpans
+from faithtests.models.interfaces import Attentions, Decision, Hooks, Prompt
 from faithtests.models.prefix import ForwardRunner, Reduce
 from faithtests.models.prompting import (
     EncodedBatch,
@@ -117,13 +118,14 @@ class HFVisionLanguageModel:
 
     def use_store(self, store: OutputStore) -> None:
         """Read and write outputs through a persistent :class:`OutputStore` (``--faith-cache``): option
-        logits and states, caption log-probs, next-token logits and generations; not attentions."""
+        logits and states, caption log-probs, answer log-probs, next-token logits, attentions and
+        generations."""
         self.store = store
         self.store_namespace = model_namespace(content_sha256(self._files), type(self).__name__, self.dtype,
                                          self.device, {"answer_prefix": self.answer_prefix})
 
     def _stored(self, kind: str, hooks: Hooks | None, n: int, key: Callable[[int], str],
-                compute: Callable[[list[int]], list[Any]], as_text: bool = False) -> list[Any]:
+                compute: Callable[[list[int]], list[Any]], codec: Any = ARRAY_CODEC) -> list[Any]:
         """``compute(indices)`` for the rows the store does not hold; all ``n`` rows when there is no
         store (then no key is computed: hashing images costs time)."""
         if self.store is None:
@@ -131,7 +133,7 @@ class HFVisionLanguageModel:
         hk, owner = hooks_key(hooks), self.store_namespace
         ns = f"{owner}|{kind}|{hk}" if owner is not None and hk is not None else None
         keys = [key(i) for i in range(n)]
-        return self.store.rows(owner, ns, keys, compute, TEXT_CODEC if as_text else ARRAY_CODEC)
+        return self.store.rows(owner, ns, keys, compute, codec)
 
     # ------------------------------------------------------------------------------------ batching
     def encode(self, prompts: Sequence[Prompt], padding_side: str = "right") -> EncodedBatch:
@@ -322,32 +324,33 @@ class HFVisionLanguageModel:
         return torch.stack(self._stored(f"answer_logprob{tuple(answers)}", hooks, len(prompts),
                                         lambda i: prompt_key(prompts[i]), compute))
 
-    @torch.inference_mode()
     def attentions(self, prompts: Sequence[Prompt], hooks: Hooks | None = None) -> Attentions:
         """Per layer, the answer query's attention weights [N, heads, keys] (after any modifier), with the
-        spans of each row; rows shorter than the longest are zero-padded on the right."""
+        spans of each row; rows shorter than the longest are zero-padded on the right. Stored per row."""
         _check_prompts(prompts)
         refuse_contrast(hooks, "attentions")
-        chunks: list[tuple[list[torch.Tensor], EncodedBatch]] = []
-        for start in range(0, len(prompts), self.batch_size):
-            for run in kind_runs(prompts, start, min(start + self.batch_size, len(prompts))):
-                enc = self.encode([prompts[i] for i in run])
-                ctx = AttentionContext(
-                    modifiers=dict(hooks.attention) if hooks else {}, spans=enc.spans,
-                    capture_rows=torch.tensor([n - 1 for n in enc.lengths]),
-                )
-                with attention_context(ctx), residual_hooks(self.layers, hooks):
-                    self.model(**self.runner.to_device(enc.inputs), logits_to_keep=1, use_cache=False)
-                missing = [i for i in range(self.num_layers) if i not in ctx.captured]
-                if missing:
-                    raise RuntimeError(f"no attention captured for layers {missing}")
-                chunks.append(([ctx.captured[i] for i in range(self.num_layers)], enc))
-        width = max(w[0].shape[-1] for w, _ in chunks)
-        weights = [
-            torch.cat([torch.nn.functional.pad(w[layer], (0, width - w[layer].shape[-1])) for w, _ in chunks])
-            for layer in range(self.num_layers)
-        ]
-        return Attentions(weights=weights, spans=_merge_spans([e.spans for _, e in chunks]))
+
+        @torch.inference_mode()
+        def compute(rows: list[int]) -> list[AttentionRow]:
+            out: list[AttentionRow] = []
+            todo = [prompts[r] for r in rows]
+            for start in range(0, len(todo), self.batch_size):
+                for run in kind_runs(todo, start, min(start + self.batch_size, len(todo))):
+                    enc = self.encode([todo[i] for i in run])
+                    ctx = AttentionContext(
+                        modifiers=dict(hooks.attention) if hooks else {}, spans=enc.spans,
+                        capture_rows=torch.tensor([n - 1 for n in enc.lengths]),
+                    )
+                    with attention_context(ctx), residual_hooks(self.layers, hooks):
+                        self.model(**self.runner.to_device(enc.inputs), logits_to_keep=1, use_cache=False)
+                    missing = [i for i in range(self.num_layers) if i not in ctx.captured]
+                    if missing:
+                        raise RuntimeError(f"no attention captured for layers {missing}")
+                    out += split_rows([ctx.captured[i] for i in range(self.num_layers)], enc.spans)
+            return out
+
+        return assemble(self._stored("attentions", hooks, len(prompts), lambda i: prompt_key(prompts[i]),
+                                     compute, ATTENTION_CODEC))
 
     def generate(
         self, prompts: Sequence[Prompt], max_new_tokens: int = 32, hooks: Hooks | None = None
@@ -365,7 +368,7 @@ class HFVisionLanguageModel:
             sub_aux = None if aux is None else [aux[r] for r in rows]
             return greedy_texts(self, [prompts[r] for r in rows], max_new_tokens, hooks, sub_aux)
 
-        return self._stored(f"generate{max_new_tokens}", hooks, len(prompts), key, compute, as_text=True)
+        return self._stored(f"generate{max_new_tokens}", hooks, len(prompts), key, compute, TEXT_CODEC)
 
     def fingerprint(self) -> dict[str, Any]:
         if self._sha is None:
@@ -385,12 +388,3 @@ class HFVisionLanguageModel:
         r = self.runner
         return {"prefix_calls": r.prefix_calls, "suffix_calls": r.suffix_calls, "full_calls": r.full_calls}
 
-
-def _merge_spans(parts: Sequence[TokenSpans]) -> TokenSpans:
-    return TokenSpans(
-        image=[x for s in parts for x in s.image],
-        description=[x for s in parts for x in s.description],
-        length=[x for s in parts for x in s.length],
-        image_runs=[x for s in parts for x in s.image_runs],
-        offset=[x for s in parts for x in s.offset],
-    )

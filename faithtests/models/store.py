@@ -8,8 +8,8 @@ same time). A row is ``(namespace, key) -> value``:
   options — plus the output kind (``"image"``, ``"decide"``, ...) and, for VLM calls, the hooks'
   :func:`hooks_key`. Changed weights, dtype, device or hooks are a different namespace: a miss.
 - the *key* is the content digest of one input row (image pixels, prompt text, caption...).
-- the *value* is one row of output: a float32/float64 array in ``.npy`` bytes (read back with
-  ``allow_pickle=False``), or UTF-8 text.
+- the *value* is one row of output: an array (dtype, shape and raw bytes: :func:`encode_array`; no
+  pickle), or UTF-8 text.
 
 Outputs are stored per row, so a run that asks for a superset of an earlier run's inputs computes only
 the new rows. A model whose weights cannot be hashed (no weight files found) gets no namespace and is
@@ -19,7 +19,6 @@ never stored: a cache hit must be exactly what the model would compute.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import sqlite3
 import threading
@@ -35,7 +34,7 @@ if TYPE_CHECKING:
     from faithtests.models.interfaces import Hooks
 
 #: Bump when a value's encoding or a key's meaning changes: every old row becomes a miss.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 DB_NAME = "outputs.sqlite3"
 
 V = TypeVar("V")
@@ -101,15 +100,38 @@ def hooks_key(hooks: Hooks | None) -> str | None:
     return digest(parts)
 
 
+#: Array rows: ``_MAGIC``, a 2-byte little-endian header length, an ASCII header ``"<f4;3,4"`` (dtype,
+#: shape), then the raw bytes. Nine times faster to read back than ``np.save`` / ``np.load`` per row,
+#: which dominated a warm run's reads; still no pickle.
+_MAGIC = b"FTA1"
+_ARRAY_DTYPES = frozenset({"<f2", "<f4", "<f8", "<i8", "<i4", "|b1", "|u1"})
+
+
 def encode_array(value: np.ndarray[Any, Any] | torch.Tensor) -> bytes:
-    array = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
-    buf = io.BytesIO()
-    np.save(buf, array, allow_pickle=False)
-    return buf.getvalue()
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        if value.dtype == torch.bfloat16:  # numpy has no bfloat16
+            value = value.float()
+        value = value.numpy()
+    array = np.asarray(value)  # (np.ascontiguousarray would make a 0-d array 1-d)
+    dtype = array.dtype.newbyteorder("<").str if array.dtype.byteorder == ">" else array.dtype.str
+    if dtype not in _ARRAY_DTYPES:
+        raise TypeError(f"store: cannot encode an array of dtype {array.dtype}")
+    header = f"{dtype};{','.join(str(n) for n in array.shape)}".encode("ascii")
+    body = array.astype(dtype, copy=False).tobytes(order="C")
+    return _MAGIC + len(header).to_bytes(2, "little") + header + body
 
 
 def decode_array(blob: bytes) -> torch.Tensor:
-    return torch.from_numpy(np.load(io.BytesIO(blob), allow_pickle=False))
+    if blob[:4] != _MAGIC:
+        raise ValueError("store: not an array row (bad magic); delete the cache directory to start afresh")
+    size = int.from_bytes(blob[4:6], "little")
+    dtype, _, dims = blob[6 : 6 + size].decode("ascii").partition(";")
+    if dtype not in _ARRAY_DTYPES:
+        raise ValueError(f"store: unknown dtype {dtype!r} in an array row")
+    shape = tuple(int(n) for n in dims.split(",")) if dims else ()
+    array = np.frombuffer(bytearray(blob[6 + size :]), dtype=dtype).reshape(shape)  # writable copy
+    return torch.from_numpy(array)
 
 
 @dataclass

@@ -188,16 +188,30 @@ def cache_dir(config: pytest.Config) -> str | None:
     return str(config.rootpath / text) if text else None
 
 
-def attach_store(config: pytest.Config, model: Any) -> None:
-    """With ``--faith-cache``: one store per process, shared by every model that can use one."""
+def output_store(config: pytest.Config) -> Any:
+    """With ``--faith-cache``: this process's one :class:`~faithtests.models.store.OutputStore`; else None."""
     where = cache_dir(config)
-    if where is None or not hasattr(model, "use_store"):
-        return
+    if where is None:
+        return None
     if _STORE not in config.stash:
         from faithtests.models.store import OutputStore
 
         config.stash[_STORE] = OutputStore(where)
-    model.use_store(config.stash[_STORE])
+    return config.stash[_STORE]
+
+
+def attach_store(config: pytest.Config, model: Any) -> None:
+    """With ``--faith-cache``: the process's store, shared by every model that can use one."""
+    store = output_store(config)
+    if store is not None and hasattr(model, "use_store"):
+        model.use_store(store)
+
+
+@pytest.fixture(scope="session")
+def faith_output_store(request: pytest.FixtureRequest) -> Any:
+    """The session's output store (``--faith-cache``), or None: for model outputs a suite computes
+    outside the adapters (e.g. a text-only baseline's embeddings)."""
+    return output_store(request.config)
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:

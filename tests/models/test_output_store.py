@@ -9,12 +9,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
 from faithtests.models.interfaces import Hooks, Prompt
 from faithtests.models.registry import load_model
-from faithtests.models.store import ARRAY_CODEC, TEXT_CODEC, OutputStore, hooks_key
+from faithtests.models.store import (
+    ARRAY_CODEC,
+    TEXT_CODEC,
+    OutputStore,
+    decode_array,
+    encode_array,
+    hooks_key,
+)
 
 TEXTS = ["a red circle", "two dog", "a blue square"]
 
@@ -38,6 +46,26 @@ def test_rows_compute_only_what_is_missing(tmp_path: Path) -> None:
     text = store.rows("m", "m|gen", ["p"], lambda rows: ["ünïcode answer"], TEXT_CODEC)
     assert store.rows("m", "m|gen", ["p"], lambda rows: ["other"], TEXT_CODEC) == text
     assert len(store) == 5
+
+
+@pytest.mark.parametrize("value", [
+    torch.randn(3, 4), torch.tensor(1.5), np.zeros((0, 3), np.float32), np.arange(5, dtype=np.int64),
+    torch.randn(2, 3, dtype=torch.float64)[:, ::2],  # not contiguous
+    np.arange(6, dtype=">f4").reshape(2, 3).T,  # big-endian, transposed
+    np.array([True, False]),
+])
+def test_array_codec_round_trips_exactly(value: Any) -> None:
+    expected = value.numpy() if isinstance(value, torch.Tensor) else value
+    back = decode_array(encode_array(value))
+    assert tuple(back.shape) == expected.shape and np.array_equal(back.numpy(), expected)
+    assert back.numpy().flags.writeable  # torch warns on read-only numpy memory
+
+
+def test_array_codec_refuses_what_it_cannot_encode_or_read() -> None:
+    with pytest.raises(TypeError, match="cannot encode"):
+        encode_array(np.array(["text"]))
+    with pytest.raises(ValueError, match="bad magic"):
+        decode_array(b"\x93NUMPY old format")
 
 
 def test_unkeyable_calls_are_computed_and_counted(tmp_path: Path) -> None:
@@ -162,6 +190,37 @@ def test_vlm_outputs_are_stored_per_hooks(
     assert len(warm.store) == before and warm.store.stats(warm.store_namespace).uncacheable == len(prompts)
     warm.decide(prompts, ("A", "B"), Hooks(attention={0: identity}, tag="identity"))
     assert len(warm.store) == before + len(prompts)
+
+
+def test_vlm_attentions_are_stored_per_row(
+    tiny_dir: Callable[[str], Path], images: list[Any], tmp_path: Path
+) -> None:
+    """Attentions go through the store: a warm call returns exactly the cold weights and spans with no
+    forward, for a request that mixes stored and new rows of different lengths; a tagged modifier is
+    another key."""
+    src = tiny_dir("llava")
+    prompts = [Prompt(images=(im,), text=t * (1 + i)) for i, (im, t) in enumerate(zip(images, TEXTS,
+                                                                                       strict=False))]
+    plain = load_model(f"hf:{src}", device="cpu").attentions(prompts)  # no store at all
+    cold = _vlm(src, OutputStore(tmp_path))
+    first = cold.attentions(prompts[:2])
+    both = cold.attentions(prompts)  # rows 0-1 stored, row 2 computed
+    for a, b in zip(both.weights, plain.weights, strict=True):
+        assert torch.equal(a, b)
+    assert both.spans == plain.spans and first.weights[0].shape[-1] < both.weights[0].shape[-1]
+
+    warm = _vlm(src, OutputStore(tmp_path))
+    again = warm.attentions(prompts)
+    assert all(torch.equal(a, b) for a, b in zip(again.weights, plain.weights, strict=True))
+    assert again.spans == plain.spans
+    assert warm.store.stats(warm.store_namespace).as_dict() == {"hits": 3, "writes": 0, "uncacheable": 0}
+
+    def halve(layer: int, weights: torch.Tensor, spans: Any) -> torch.Tensor:
+        return weights * 0.5
+
+    changed = warm.attentions(prompts, Hooks(attention={0: halve}, tag="halve"))
+    assert warm.store.stats(warm.store_namespace).writes == 3
+    assert torch.equal(changed.weights[0], plain.weights[0] * 0.5)
 
 
 def test_vlm_without_store_is_unchanged(load_tiny: Callable[..., Any], images: list[Any]) -> None:

@@ -114,13 +114,13 @@ class AcData:
     loaded_total: int
     vlm: VisionLanguageModel
     window_option: tuple[int, int] | None = None
-    monitor: MassMonitor | None = None
     _answers: dict[tuple[str, str], Answers] = field(default_factory=dict)
     _baselines: dict[tuple[str, str], Answers] = field(default_factory=dict)
     _scores: tuple[np.ndarray, dict[str, int], dict[str, list[str]]] | None = None
     _lss: dict[str, LssRun] = field(default_factory=dict)
     _window: tuple[tuple[int, int], str] | None = None
     _mass: MassMonitor | None = None
+    _steered_mass: MassMonitor | None = None
     _gate: GateCheck | None = None
 
     @property
@@ -155,7 +155,7 @@ class AcData:
                 def hooks_for(j: int) -> Hooks:
                     i = rows[j]
                     length = lengths[i] if mode == "constrained" else None
-                    return steering_hooks(float(s[i]), window, prompt_length=length, monitor=self.monitor)
+                    return steering_hooks(float(s[i]), window, prompt_length=length)
 
                 hooked = answer(self.vlm, prompts_for("emotion", recs), self._ids(recs), mode, hooks_for)
                 self._answers[variant, mode] = base.take(rows, hooked, range(len(rows)))
@@ -209,7 +209,7 @@ class AcData:
                 hooked = lss_run(
                     self.vlm,
                     prompts_for("emotion", recs),
-                    lambda j: steering_hooks(float(s[rows[j]]), window, monitor=self.monitor),
+                    lambda j: steering_hooks(float(s[rows[j]]), window),
                 )
                 per_item = base.per_item.copy()
                 per_item[:, rows] = hooked.per_item
@@ -256,6 +256,22 @@ class AcData:
                 self.vlm, prompts_for("emotion", self.records[:CHECK_PROMPTS]), self.window()[0]
             )
         return self._mass
+
+    def steered_mass(self) -> MassMonitor:
+        """The real CECS attention runs (every steered record at its own s) re-run under a monitor: a
+        monitored call is never served from the output store, so this check runs on a warm cache too."""
+        if self._steered_mass is None:
+            from faithtests.protocols.acbench.run import lss_run, prompts_for
+            from faithtests.protocols.acbench.steering import MassMonitor, active_rows, steering_hooks
+
+            s, monitor = self.scores(), MassMonitor()
+            rows = active_rows(s)
+            window, _ = self.window()
+            if rows:
+                lss_run(self.vlm, prompts_for("emotion", [self.records[i] for i in rows]),
+                        lambda j: steering_hooks(float(s[rows[j]]), window, monitor=monitor))
+            self._steered_mass = monitor
+        return self._steered_mass
 
     def gate(self) -> GateCheck:
         """Below the gate, the hooked outputs of the first ``CHECK_PROMPTS`` prompts against base."""
@@ -306,7 +322,6 @@ def _records(config: pytest.Config, dataset: str) -> Loaded:
 def acbench_data(request: pytest.FixtureRequest, faith_vlm: Any) -> AcData:
     """One VLM on one dataset (the usable records; runs on first use), once per session."""
     from faithtests.protocols.acbench.run import usable
-    from faithtests.protocols.acbench.steering import MassMonitor
 
     dataset = str(request.param)
     cache = request.config.stash.setdefault(_DATA, {})
@@ -320,6 +335,5 @@ def acbench_data(request: pytest.FixtureRequest, faith_vlm: Any) -> AcData:
             max(loaded.total, len(loaded.records)),
             faith_vlm,
             request.config.stash.get(_WINDOW, None),
-            MassMonitor(),
         )
     return cache[key]

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # numpy, torch and scikit-learn are not imported at plugin lo
     import numpy as np
 
     from faithtests.models.interfaces import VisionLanguageModel
+    from faithtests.models.store import OutputStore
     from faithtests.protocols.imavb.pgla import PGLAResult
     from faithtests.protocols.imavb.probes import Folds, ProbeResult
     from faithtests.protocols.imavb.records import PremiseRecord
@@ -90,6 +91,7 @@ class PremiseData:
     reason: str = ""
     vlm: VisionLanguageModel | None = None
     lens_reason: str = ""
+    store: OutputStore | None = None  # the session's --faith-cache store (text-baseline embeddings)
     _pgla: dict[tuple[int, Literal["shuffled", "fixed"]], PGLAResult] = field(default_factory=dict)
     _pgla_layer: dict[int, tuple[int, tuple[float, ...]]] = field(default_factory=dict)
     _pgla_run: dict[int, ChoiceRun] = field(default_factory=dict)
@@ -123,7 +125,7 @@ class PremiseData:
         if self._emb is None:
             from faithtests.protocols.imavb.run import sentence_embeddings
 
-            self._emb = sentence_embeddings([r.question for r in self.run.records])
+            self._emb = sentence_embeddings([r.question for r in self.run.records], store=self.store)
         return self._emb
 
     def prompt_run(self, prompt: str) -> VariantRun:
@@ -260,6 +262,7 @@ def premise_data(request: pytest.FixtureRequest, faith_vlm: Any) -> PremiseData:
             invalid[k] = invalid.get(k, 0) + v
         examples = {**loaded.examples, **run.examples}
         cache[key] = PremiseData(
-            dataset, run, lens, invalid, examples, na, reason, faith_vlm, lens_reason=lens_reason
+            dataset, run, lens, invalid, examples, na, reason, faith_vlm, lens_reason=lens_reason,
+            store=request.getfixturevalue("faith_output_store"),
         )
     return cache[key]

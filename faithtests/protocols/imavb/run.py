@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -38,6 +38,9 @@ from faithtests.protocols.imavb.prompts import (
 from faithtests.protocols.imavb.records import LETTERS, PremiseRecord
 from faithtests.protocols.imavb.shuffles import K_SHUFFLES, displayed, record_permutation, shuffle_ids
 from faithtests.protocols.imavb.video import VideoError
+
+if TYPE_CHECKING:
+    from faithtests.models.store import OutputStore
 
 #: ``hooks_for(records, perms)`` → Hooks for one ``decide`` call whose rows are every (record, order)
 #: in record-major order; ``perms`` is [rows, 6] (displayed position → canonical option).
@@ -277,11 +280,30 @@ def minilm_path() -> Any:
 
 
 def sentence_embeddings(
-    texts: Sequence[str], *, batch_size: int = 64, verify: bool = True
+    texts: Sequence[str], *, batch_size: int = 64, verify: bool = True, store: OutputStore | None = None
 ) -> NDArray[np.float64]:
     """all-MiniLM-L6-v2 sentence embeddings [N, 384] (App. L): mean of the last layer's token states over
     the attention mask, L2-normalised (the model's sentence-transformers pooling + Normalize modules),
-    computed with transformers directly. ``verify`` checks the weights' sha256 first."""
+    computed with transformers directly. ``verify`` checks the weights' sha256 first. With ``store``
+    (``--faith-cache``), embeddings are read from and written to it, one row per text."""
+    if store is None:
+        return _minilm(list(texts), batch_size, verify)
+    import torch
+
+    from faithtests.models.cache import text_key
+    from faithtests.models.store import ARRAY_CODEC, model_namespace
+
+    namespace = model_namespace({"model.safetensors": MINILM_SHA256}, "all-MiniLM-L6-v2/mean-l2",
+                                torch.float32, torch.device("cpu"))
+
+    def compute(idx: list[int]) -> list[torch.Tensor]:
+        return list(torch.from_numpy(_minilm([texts[i] for i in idx], batch_size, verify)))
+
+    rows = store.rows(namespace, f"{namespace}|sentence", [text_key(t) for t in texts], compute, ARRAY_CODEC)
+    return torch.stack(rows).numpy().astype(np.float64)
+
+
+def _minilm(texts: list[str], batch_size: int, verify: bool) -> NDArray[np.float64]:
     import hashlib
 
     import torch

@@ -287,7 +287,8 @@ def sage_hooks(num_layers: int, cfg: SageConfig | None = None, monitor: KlMonito
     """Stages 1 ("see") and 2 ("analyze") on every decoder layer, tagged ``cfg.tag(num_layers)``; empty
     hooks when neither stage is on. Stage 3 is the protocol's (:func:`contrast_logits`, ``Contrast``)."""
     cfg = cfg or SageConfig()
-    hooks = Hooks(tag=cfg.tag(num_layers))
+    # A monitored call must run: a stored output would skip the counts (no tag: never stored).
+    hooks = Hooks(tag=None if monitor else cfg.tag(num_layers))
     if "see" in cfg.stages:
         routing = VisualRouting(num_layers, cfg)
         hooks.attention = {layer: routing for layer in range(num_layers)}

