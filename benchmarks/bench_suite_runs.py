@@ -2,8 +2,9 @@
 
 Ratios (each pair timed back to back, same machine state; wall seconds of the pytest subprocess):
 
-1. xdist: ``-n 2`` (loadgroup + per-stage groups for small models, faithtests.plugin.distribution)
-   vs serial (alternated, medians), and vs xdist's own default ``--dist load``; beside it the machine's
+1. xdist: ``-n 2`` (loadgroup + per-stage groups for small models, longest groups first once a run
+   has recorded their seconds: faithtests.plugin.distribution) vs serial (alternated, medians), vs
+   the first ``-n 2`` run (no record yet) and vs xdist's own default ``--dist load``; beside it the machine's
    own parallel ceiling (one CPU-bound job alone vs two at once), since a shared 2-vCPU machine does
    not always give a second process a whole core;
 2. output cache: ``--faith-cache DIR`` warm (second run) vs cold (first run, empty DIR);
@@ -37,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FORCED = ["-k", "forced_choice_order_accuracy and orig"]
 
 
+PYTEST_CACHE = Path(tempfile.mkdtemp(prefix="faith_bench_pytest_cache_"))
 #: Extra pytest arguments for every run (``--select``), e.g. ``-k "not premise"``.
 SELECT: list[str] = []
 
@@ -44,8 +46,10 @@ SELECT: list[str] = []
 def run(*args: str, env_threads: str | None = None) -> tuple[float, Path]:
     """Wall seconds of ``pytest suites/ ARGS`` and its report directory (fails loudly on a failed run)."""
     report = Path(tempfile.mkdtemp(prefix="faith_bench_"))
-    cmd = [sys.executable, "-m", "pytest", "suites/", "-q", "-p", "no:cacheprovider", "--faith-no-progress",
-           "--faith-report", str(report), *SELECT, *args]
+    # pytest's cache in a directory of this benchmark's own: the -n 2 runs keep each xdist group's
+    # seconds there (longest groups first next time), and the checkout's .pytest_cache is left alone
+    cmd = [sys.executable, "-m", "pytest", "suites/", "-q", "-o", f"cache_dir={PYTEST_CACHE}",
+           "--faith-no-progress", "--faith-report", str(report), *SELECT, *args]
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     env["HF_HUB_OFFLINE"] = "1"
     if env_threads is not None:
@@ -101,6 +105,7 @@ def parallel_ceiling(repeats: int = 3) -> dict[str, Any]:
 def xdist_part(repeats: int) -> dict[str, Any]:
     """Serial and -n 2 alternated ``repeats`` times (medians), then --dist load once."""
     ceiling = parallel_ceiling()
+    first, _ = run("-n", "2")  # no group seconds recorded yet: xdist's order (by test count)
     serial_runs, n2_runs = [], []
     for _ in range(repeats):
         serial, rs = run()
@@ -110,7 +115,9 @@ def xdist_part(repeats: int) -> dict[str, Any]:
     load, _ = run("-n", "2", "--dist", "load")
     med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     return {"machine_parallel_ceiling": ceiling,
-            "serial_s": [round(x, 1) for x in serial_runs], "n2_loadgroup_s": [round(x, 1) for x in n2_runs],
+            "serial_s": [round(x, 1) for x in serial_runs],
+            "n2_first_run_s": round(first, 1),  # before any group seconds were recorded
+            "n2_loadgroup_s": [round(x, 1) for x in n2_runs],  # longest groups first
             "n2_dist_load_s": round(load, 1),
             "speedup_n2_vs_serial_median": round(med(serial_runs) / med(n2_runs), 2),
             "speedup_n2_vs_dist_load": round(load / med(n2_runs), 2),

@@ -12,6 +12,10 @@ repeating it.
   directly share the group ``LABEL``. Groups are marked at collection (``pytest_collection_modifyitems``
   in :mod:`.models`), when every parameter of a test is known.
 - The pytest >= 9.2 shim writes the group suffix into the structured node id (pytest-xdist#1386).
+- Longest groups first: the controller records each group's seconds in pytest's cache
+  (:data:`GROUP_SECONDS_KEY`); the next ``-n`` run collects the groups longest-first (groups it has
+  no record of first of all) and turns xdist's own reorder (by test count) off, so the worker that
+  finishes early takes the next-longest group instead of starting a long one last.
 - ``worker_device``: worker ``gwN`` uses ``cuda:N % device_count`` when the device is plain "cuda".
 
 Torch-free: the plugin imports no torch at load.
@@ -31,6 +35,55 @@ from faithtests.models.locations import weight_bytes
 SPLIT_MODEL_BYTES = 256 * 2**20
 #: xdist's loadgroup takes the group after the last "@" of a node id only when no "]" follows it.
 _NO_SCOPE_CHARS = str.maketrans({"@": "_", "[": "(", "]": ")"})
+#: pytest cache key: {xdist group: seconds of its tests in the last ``-n`` run}.
+GROUP_SECONDS_KEY = "faithtests/xdist_group_seconds"
+
+
+def group_of(nodeid: str) -> str | None:
+    """The loadgroup work unit of a node id (xdist's own rule), None for an ungrouped test."""
+    return nodeid.split("@")[-1] if nodeid.rfind("@") > nodeid.rfind("]") else None
+
+
+def longest_first(items: list[Any], seconds: Mapping[str, float]) -> list[Any]:
+    """``items`` stably ordered by their group's recorded seconds, longest first; a group without a
+    record counts as the longest (it may be new and heavy), ungrouped tests as the shortest."""
+
+    def weight(item: Any) -> float:
+        group = group_of(str(item.nodeid))
+        return -1.0 if group is None else seconds.get(group, float("inf"))
+
+    return sorted(items, key=weight, reverse=True)
+
+
+def _cache(config: pytest.Config) -> Any:
+    return getattr(config, "cache", None)  # None under -p no:cacheprovider
+
+
+class GroupClock:
+    """Controller of a loadgroup run: each group's seconds, saved to pytest's cache at the end."""
+
+    def __init__(self, cache: Any) -> None:
+        self.cache = cache
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if (group := group_of(report.nodeid)) is not None:
+            self.seconds[group] = self.seconds.get(group, 0.0) + float(report.duration)
+
+    def pytest_sessionfinish(self) -> None:
+        if self.seconds:
+            self.cache.set(GROUP_SECONDS_KEY, {**self.cache.get(GROUP_SECONDS_KEY, {}), **self.seconds})
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Controller of a loadgroup run: time the groups; with a record, keep our collection order."""
+    cache = _cache(config)
+    if hasattr(config, "workerinput") or getattr(config.option, "dist", None) != "loadgroup" or cache is None:
+        return
+    config.pluginmanager.register(GroupClock(cache), "faithtests-group-clock")
+    if cache.get(GROUP_SECONDS_KEY, None):
+        config.option.loadscopereorder = False
 
 
 @pytest.hookimpl(wrapper=True)
@@ -119,6 +172,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item._id = parse(item.nodeid + suffix)
         else:
             setattr(item, "_nodeid", item.nodeid + suffix)  # noqa: B010  (a private field of pytest's)
+    cache = _cache(config)
+    recorded = cache.get(GROUP_SECONDS_KEY, None) if cache is not None else None
+    if recorded:
+        items[:] = longest_first(items, recorded)
 
 
 def worker_device(device: str, worker: str | None, device_count: int) -> str:

@@ -3,6 +3,7 @@ small model's tests are grouped per model stage, a large model's per label."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -11,7 +12,13 @@ from typing import Any
 import pytest
 
 from faithtests.models.locations import weight_bytes
-from faithtests.plugin.distribution import SPLIT_MODEL_BYTES, group_name, model_stage
+from faithtests.plugin.distribution import (
+    SPLIT_MODEL_BYTES,
+    group_name,
+    group_of,
+    longest_first,
+    model_stage,
+)
 
 PLUGINS = ("-p", "faithtests.plugin", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio")
 
@@ -107,3 +114,70 @@ def test_n2_alone_runs_each_model_stage_on_one_worker(
     pytester.runpytest_subprocess(*PLUGINS, "-n", "2", "--dist", "load", "--faith-model",
                                   f"m=open_clip:local-dir:{tiny_dir('open_clip')}").assert_outcomes(passed=6)
     assert all("@" not in line for line in log.read_text().splitlines())
+
+
+def test_group_of_follows_xdists_rule() -> None:
+    assert group_of("t.py::test_a[x]@clip/stage(world)") == "clip/stage(world)"
+    assert group_of("t.py::test_a[x]") is None
+    assert group_of("t.py::test_a[a@b]") is None  # an "@" inside the parameters is not a group
+
+
+def test_longest_first_orders_groups_by_recorded_seconds() -> None:
+    items = [SimpleNamespace(nodeid=n) for n in
+             ("t::a@short", "t::plain", "t::b@long", "t::c@short", "t::d@new", "t::e@long")]
+    order = [i.nodeid for i in longest_first(items, {"short": 1.0, "long": 9.0})]
+    # unrecorded groups first (may be heavy), then longest first, ungrouped last; stable within a group
+    assert order == ["t::d@new", "t::b@long", "t::e@long", "t::a@short", "t::c@short", "t::plain"]
+
+
+SLOW_FAST = """
+import time
+import pytest
+
+@pytest.mark.xdist_group(name="fast")
+@pytest.mark.parametrize("k", range(4))
+def test_fast(k):
+    pass
+
+@pytest.mark.xdist_group(name="slow")
+def test_slow():
+    time.sleep(0.3)
+"""
+
+WHAT_XDIST_SEES = """
+import json, os
+
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput"):  # the controller
+        with open("reorder.json", "w") as f:
+            json.dump(session.config.option.loadscopereorder, f)
+
+def pytest_collection_finish(session):
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        with open(f"collected-{worker}.json", "w") as f:
+            json.dump([item.nodeid for item in session.items], f)
+"""
+
+
+def test_n2_records_group_seconds_and_runs_the_longest_group_first(pytester: pytest.Pytester) -> None:
+    """A first ``-n 2`` run records each group's seconds in pytest's cache; the next run collects the
+    slow group first on every worker and turns xdist's reorder by test count off (which would put the
+    four fast tests first)."""
+    pytester.makepyfile(test_groups=SLOW_FAST)
+    pytester.makeconftest(WHAT_XDIST_SEES)
+    args = ("-p", "faithtests.plugin", "-p", "xdist", "-n", "2", "-p", "no:hypothesispytest",
+            "-p", "no:anyio")
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=5)
+    cache = json.loads((pytester.path / ".pytest_cache" / "v" / "faithtests" / "xdist_group_seconds")
+                       .read_text())
+    assert set(cache) == {"fast", "slow"} and cache["slow"] >= 0.3 > cache["fast"]
+    assert json.loads((pytester.path / "reorder.json").read_text()) is True  # nothing recorded yet
+    first = json.loads((pytester.path / "collected-gw0.json").read_text())
+    assert first[0].startswith("test_groups.py::test_fast")  # collection order
+
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=5)
+    assert json.loads((pytester.path / "reorder.json").read_text()) is False
+    for worker in ("gw0", "gw1"):
+        order = json.loads((pytester.path / f"collected-{worker}.json").read_text())
+        assert order[0] == "test_groups.py::test_slow@slow", order
