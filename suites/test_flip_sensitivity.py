@@ -5,7 +5,10 @@ word of the same colour / number / object vocabulary (first whole-word match, at
 K_diff = 6, seed 42), and for the combined case flip a paraphrase instead. A faithful scorer prefers the
 original: gap g = s(I, c) − s(I, c†), E_sens = mean g (Eq. 4), PR = mean 1{s(I, c) > s(I, c†)} (Eq. 5,
 strict). Flip strength s = a·type_prior + (1 − a)·clip01(1 − cos_text(c, c†)) weights the gaps and
-bins them weak / medium / strong at the 25th / 75th percentiles (§4.3). SugarCrepe (positive, hard
+bins them weak / medium / strong at the 25th / 75th percentiles (§4.3): within each flip type by
+default (slices ``bin=weak`` ..., and ``bin=weak,type=color`` ... for the make-up), or with
+``--faith-lgip-bins paper`` the public script's Table 5 bins (``paper_bin=weak`` ...) or ``pooled``
+(``pooled_bin=weak`` ...); see ``faithtests/protocols/lgip/strength.py``. SugarCrepe (positive, hard
 negative) pairs are flips too: their PR equals SugarCrepe's text accuracy.
 """
 
@@ -14,9 +17,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from faithtests.protocols.lgip.fixtures import Scored, family_of_case, pair_exemplars, record_missing
+from faithtests.protocols.lgip.fixtures import (
+    Scored,
+    bin_slice,
+    family_of_case,
+    pair_exemplars,
+    record_missing,
+)
 from faithtests.protocols.lgip.metrics import FlipStats, flip_summary
-from faithtests.protocols.lgip.strength import flip_strength_from_texts
+from faithtests.protocols.lgip.strength import (
+    STRENGTH_BINS,
+    BinScheme,
+    bin_flips,
+    flip_strength,
+    text_cosines_from_texts,
+)
 from faithtests.protocols.s3e.fixtures import S3E_ANCHOR, S3E_MIN_SUPPORT, S3EData
 from faithtests.protocols.s3e.metrics import (
     STRESS,
@@ -84,26 +99,34 @@ def test_flip_positive_rate(faith: Faith, flip_scored: Scored, flip_case: str, f
 
 
 def test_flip_strength_bins(faith: Faith, flip_scored: Scored, faith_scorer: object, strength_bin: str,
-                            faith_seed: int) -> None:
+                            faith_seed: int, lgip_bin_scheme: BinScheme) -> None:
     scored = flip_scored
     idx = _flip_indices(scored, "all")
     pairs = [scored.workload.pairs[i] for i in idx]
     types = [p.label or "untyped" for p in pairs]
-    strengths = flip_strength_from_texts([p.caption for p in pairs], [p.perturbed for p in pairs], types,
-                                         lambda texts: faith_scorer.encode_texts(texts).numpy())  # type: ignore[attr-defined]
+    cos = text_cosines_from_texts([p.caption for p in pairs], [p.perturbed for p in pairs],
+                                  lambda texts: faith_scorer.encode_texts(texts).numpy())  # type: ignore[attr-defined]
+    bins = bin_flips(types, cos, lgip_bin_scheme)
     summary = flip_summary(scored.base[idx], scored.perturbed[idx], [p.image_id for p in pairs],
-                           flip_types=types, strengths=strengths, seed=faith_seed)
-    stats = summary.by_bin[strength_bin]
-    _record(faith, stats, f"bin={strength_bin}")
+                           flip_types=types, strengths=flip_strength(types, cos), bins=bins.labels,
+                           seed=faith_seed)
+    cuts = ", ".join(f"{t} {lo:.3f}/{hi:.3f}" for t, (lo, hi) in bins.thresholds.items())
+    if strength_bin not in summary.by_bin:  # possible with the paper's bins (strength.py)
+        pytest.skip(f"no flip falls in the {strength_bin} bin ({lgip_bin_scheme} bins, q25/q75: {cuts})")
+    slice_ = bin_slice(lgip_bin_scheme, strength_bin)
+    _record(faith, summary.by_bin[strength_bin], slice_)
+    for t in summary.by_type:  # the bin's make-up: PR and gap of each flip type in it
+        if (t, strength_bin) in summary.by_type_bin:
+            stats = summary.by_type_bin[(t, strength_bin)]
+            faith.metric("PR", stats.pr.value, ci=stats.pr.ci, n=stats.pr.n_pairs, slice=f"{slice_},type={t}")
+            faith.metric("E_sens", stats.gap.value, ci=stats.gap.ci, n=stats.gap.n_pairs,
+                         slice=f"{slice_},type={t}")
     if strength_bin == "strong":
-        bins = list(STRENGTH_ORDER)
-        faith.plot("PR by flip strength", "line", [Series(
-            faith.model, bins, [summary.by_bin[b].pr.value for b in bins])], x_label="strength bin",
+        order: list[float | str] = [b for b in STRENGTH_BINS if b in summary.by_bin]
+        faith.plot(f"PR by flip strength ({lgip_bin_scheme} bins; q25/q75 {cuts})", "line", [Series(
+            faith.model, order, [summary.by_bin[str(b)].pr.value for b in order])], x_label="strength bin",
             y_label="PR")
-    faith.check("PR", slice=f"bin={strength_bin}")
-
-
-STRENGTH_ORDER = ("weak", "medium", "strong")
+    faith.check("PR", slice=slice_)
 
 
 # ------------------------------------------------------------------------------------------------------

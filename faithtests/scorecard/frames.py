@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 RESULT_COLUMNS = ("run", "suite", "test", "outcome", "model", "variant", "metric", "slice", "value",
-                  "ci_lo", "ci_hi", "n", "higher_is_better", "op", "threshold", "passed", "gate")
+                  "ci_lo", "ci_hi", "n", "higher_is_better", "op", "threshold", "passed", "gate",
+                  "inconclusive", "detectable_diff")
 ITEM_COLUMNS = ("run", "suite", "test", "model", "variant", "item_set", "item", "outcome", "value")
 DELTA_COLUMNS = ("suite", "test", "model", "variant", "metric", "slice", "baseline", "current", "delta",
                  "higher_is_better", "status")
@@ -55,10 +56,11 @@ class LoadedScorecard:
                     "model": r.model, "variant": r.variant, "metric": r.metric, "slice": r.slice,
                     "value": r.value, "ci_lo": r.ci[0] if r.ci else None, "ci_hi": r.ci[1] if r.ci else None,
                     "n": r.n, "higher_is_better": r.higher_is_better, "op": r.op, "threshold": r.threshold,
-                    "passed": r.passed, "gate": r.gate,
+                    "passed": r.passed, "gate": r.gate, "inconclusive": r.inconclusive,
+                    "detectable_diff": r.detectable_diff,
                 })
         frame = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
-        for col in ("value", "ci_lo", "ci_hi", "threshold"):
+        for col in ("value", "ci_lo", "ci_hi", "threshold", "detectable_diff"):
             frame[col] = frame[col].astype("float64")
         frame["n"] = frame["n"].astype("Int64")
         return frame

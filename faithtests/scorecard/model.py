@@ -18,6 +18,16 @@ OPS: tuple[Op, ...] = (">=", ">", "<=", "<")
 GateMode = Literal["point", "ci"]
 
 
+def passes(value: float, op: Op, threshold: float) -> bool:
+    if op == ">=":
+        return value >= threshold
+    if op == ">":
+        return value > threshold
+    if op == "<=":
+        return value <= threshold
+    return value < threshold
+
+
 def _finite_or_none(x: float | None) -> float | None:
     if x is None:
         return None
@@ -49,9 +59,41 @@ class MetricResult:
         """Identity used to match a result across runs (baseline, compare, merge)."""
         return (self.test, self.model, self.variant, self.metric, self.slice or "")
 
+    def _power_inputs(self) -> tuple[float, tuple[float, float], Op, float] | None:
+        if self.passed is None or self.value is None or self.ci is None or self.op is None \
+                or self.threshold is None:
+            return None
+        return self.value, self.ci, self.op, self.threshold
+
+    @property
+    def detectable_diff(self) -> float | None:
+        """The smallest distance from the threshold this check's n can resolve: the 95% CI's half-width
+        on the threshold's side of the value (value - lo when the value is at or above the threshold,
+        hi - value below it). A true value nearer the threshold than this cannot be told from it, so
+        the check is :attr:`inconclusive` exactly when the value is that close. None for a result
+        without a check, a value or a CI."""
+        got = self._power_inputs()
+        if got is None:
+            return None
+        value, (lo, hi), _, threshold = got
+        return round(max(0.0, value - lo if value >= threshold else hi - value), 12)
+
+    @property
+    def inconclusive(self) -> bool | None:
+        """True when the check's 95% CI straddles the threshold (one bound passes, the other fails): the
+        verdict could flip on another sample of the same size. Under gate ``point`` such a check still
+        passes or fails on its value; under gate ``ci`` it fails. None without a check, value or CI."""
+        got = self._power_inputs()
+        if got is None:
+            return None
+        _, (lo, hi), op, threshold = got
+        return passes(lo, op, threshold) != passes(hi, op, threshold)
+
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["ci"] = list(self.ci) if self.ci is not None else None
+        d["inconclusive"] = self.inconclusive  # derived (from ci, op, threshold): not read back
+        d["detectable_diff"] = self.detectable_diff
         return d
 
     @classmethod

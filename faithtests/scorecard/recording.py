@@ -27,6 +27,7 @@ from faithtests.scorecard.model import (
     Plot,
     Series,
     TestRecord,
+    passes,
 )
 from faithtests.scorecard.thresholds import Thresholds
 
@@ -56,16 +57,6 @@ def json_safe(info: Mapping[str, Any], what: str) -> dict[str, Any]:
     except ValueError as exc:
         raise ValueError(f"{what}: {exc}") from None
     return out
-
-
-def passes(value: float, op: Op, threshold: float) -> bool:
-    if op == ">=":
-        return value >= threshold
-    if op == ">":
-        return value > threshold
-    if op == "<=":
-        return value <= threshold
-    return value < threshold
 
 
 def fmt_number(x: float | None) -> str:
@@ -273,6 +264,8 @@ class Faith:
         gate = f"gate={r.gate}"
         if r.gate == "ci" and r.ci is not None:
             gate += f", bound {fmt_number(r.ci[0] if r.op in ('>=', '>') else r.ci[1])}"
+        if r.inconclusive:
+            gate += ", inconclusive: the CI straddles the threshold"
         labels = f"model={r.model or '-'}, variant={r.variant}" + (f", family={family}" if family else "")
         return (
             f"{r.suite}/{r.metric}{sl} = {fmt_number(r.value)}{paren} fails {r.op} "

@@ -54,6 +54,8 @@ class Cell:
     n: str = ""
     threshold: str = ""
     status: str = "none"  # pass | fail | none
+    inconclusive: bool = False  # the CI straddles the threshold (see MetricResult.inconclusive)
+    detectable: str = ""  # ±(smallest distance from the threshold the check's n resolves)
     delta: str = ""
     delta_class: str = ""  # better | worse | same | new
     baseline_value: str = ""
@@ -99,6 +101,7 @@ class SuiteView:
     exemplars: list[ExemplarGroup]
     checks_passed: int = 0
     checks_failed: int = 0
+    checks_inconclusive: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
     anchors: dict[tuple[str, str, str, str, str], str] = field(default_factory=dict)  # result key -> row id
 
@@ -154,6 +157,8 @@ def _cell(r: MetricResult, d: MetricDelta | None) -> Cell:
     if r.threshold is not None and r.op is not None:
         c.threshold = f"{r.op} {_fmt(r.threshold)}" + (" (CI)" if r.gate == "ci" else "")
     c.status = "none" if r.passed is None else ("pass" if r.passed else "fail")
+    c.inconclusive = bool(r.inconclusive)
+    c.detectable = "" if r.detectable_diff is None else f"±{_fmt(r.detectable_diff)}"
     if d is None:
         return c
     c.delta_class = _DELTA_CLASS.get(d.status, "same")
@@ -295,6 +300,7 @@ def _suite_view(
         exemplars=exemplars,
         checks_passed=sum(r.passed is True for r in results),
         checks_failed=sum(r.passed is False for r in results),
+        checks_inconclusive=sum(bool(r.inconclusive) for r in results),
         outcomes=dict(outcomes),
         anchors={r.key: _row_anchor(name, labels[r.test], r.metric, r.slice or "") for r in results},
     )
@@ -414,6 +420,7 @@ def render_html(
         outcomes=dict(outcomes),
         checks_passed=sum(s.checks_passed for s in suites),
         checks_failed=sum(s.checks_failed for s in suites),
+        checks_inconclusive=sum(s.checks_inconclusive for s in suites),
         invalid_total=sum(i.count for s in suites for _, _, i in s.invalid),
         regressions=_regression_rows(sc, anchors, suite_of),
         baseline_label=baseline_label or sc.baseline or ("(given)" if baseline is not None else None),

@@ -18,16 +18,29 @@ def _num(x: float | None) -> str:
     return f"{x:.3g}" if x != 0 and abs(x) < 1e-3 else f"{x:.3f}"
 
 
+INCONCLUSIVE_NOTE = (
+    "inconclusive: the 95% CI straddles the threshold, so the verdict could flip on another sample "
+    "(under --faith-gate point it still passes or fails on the value); ±detectable: the smallest "
+    "distance from the threshold this n resolves (the CI half-width on the threshold's side)"
+)
+
+
+def verdict(r: MetricResult) -> str:
+    """``pass`` / ``FAIL``, with ``(ci)`` for the CI gate and ``inconclusive`` when the CI straddles the
+    threshold; empty for a result recorded without a check."""
+    if r.passed is None:
+        return ""
+    notes = [n for n, on in (("ci", r.gate == "ci"), ("inconclusive", bool(r.inconclusive))) if on]
+    return ("pass" if r.passed else "FAIL") + (f" ({', '.join(notes)})" if notes else "")
+
+
 def _row(r: MetricResult) -> list[str]:
     value = _num(r.value) + (f" [{_num(r.ci[0])}, {_num(r.ci[1])}]" if r.ci else "")
     threshold = f"{r.op} {_num(r.threshold)}" if r.op is not None else ""
-    if r.passed is None:
-        verdict = ""
-    else:
-        verdict = ("pass" if r.passed else "FAIL") + (" (ci)" if r.gate == "ci" else "")
     metric = r.metric + (f"[{r.slice}]" if r.slice else "")
     n = "" if r.n is None else str(r.n)
-    return [r.suite, metric, r.model or "-", r.variant, value, n, threshold, verdict]
+    detect = "" if r.detectable_diff is None else f"±{_num(r.detectable_diff)}"
+    return [r.suite, metric, r.model or "-", r.variant, value, n, threshold, verdict(r), detect]
 
 
 def results_table(results: Sequence[MetricResult], *, max_rows: int | None = MAX_ROWS) -> list[str]:
@@ -40,7 +53,7 @@ def results_table(results: Sequence[MetricResult], *, max_rows: int | None = MAX
         hidden = len(ordered) - len(keep)
         kept = {id(r) for r in keep}
         ordered = [r for r in ordered if id(r) in kept]
-    header = ["suite", "metric", "model", "variant", "value [CI]", "n", "threshold", "result"]
+    header = ["suite", "metric", "model", "variant", "value [CI]", "n", "threshold", "result", "±detectable"]
     rows = [_row(r) for r in ordered]
     widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(header)]
     out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
@@ -58,10 +71,13 @@ def summary_lines(sc: Scorecard, written: Sequence[Path], comparison: Comparison
     results = sc.results
     checked = [r for r in results if r.passed is not None]
     failed = [r for r in checked if not r.passed]
+    inconclusive = sum(bool(r.inconclusive) for r in checked)
     lines.append(f"{len(sc.tests)} test(s), {len(results)} result(s), {len(checked)} check(s), "
-                 f"{len(failed)} failed")
+                 f"{len(failed)} failed" + (f", {inconclusive} inconclusive" if inconclusive else ""))
     if results:
         lines += results_table(results, max_rows=None if full else MAX_ROWS)
+    if inconclusive:
+        lines.append(INCONCLUSIVE_NOTE)
     if comparison is not None:
         lines.append("")
         lines.append(f"baseline: {sc.baseline} (tolerance {comparison.tolerance}): "

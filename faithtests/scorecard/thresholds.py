@@ -3,22 +3,31 @@
 Format (one table per suite; a key is a metric, or ``metric[slice]`` for one slice)::
 
     [flip_sensitivity]
-    PR = { op = ">=", value = 0.80, family = { siglip = 0.45 } }
-    "PR[color]" = { op = ">=", value = 0.70 }
+    PR = { op = ">=", value = 0.70, family = { siglip = 0.55 } }
+    "PR[number]" = { op = ">=", value = 0.63 }
+    E_inv = { op = "<=", value = 0.05, slices = ["simple", "advanced"] }
 
 * In the default file every entry needs ``op`` (one of ``>= > <= <``) and a numeric ``value``;
   ``family`` maps a model family to its own value (same ``op``).
+* Slices a threshold can apply to are *declared* by the default file: the slices that have an entry of
+  their own, plus the metric entry's ``slices`` list (the slices its suite checks that use the metric's
+  value). A pattern with ``*`` (``"judge=*"``) declares a family of slices whose names are not fixed.
+  A metric that declares none is checked only overall.
 * The user file (``--faith-thresholds``) may only *override* what the defaults define: an unknown suite
-  or metric key is an error naming the key and the file (a typo must not silently keep the default).
+  or metric key, or a slice its metric does not declare, is an error naming the key and the file (a typo
+  must not silently keep the default, and a threshold for a slice no suite checks would never be used).
   A user entry may give any subset of ``op``/``value``/``family`` (family entries merge key-wise), or a
-  bare number meaning ``value``.
+  bare number meaning ``value``. A user entry for a declared slice without an entry of its own starts as
+  a copy of the metric's entry (what the slice used before) and overrides it for that slice only.
 * Lookup of ``(suite, metric, slice)`` tries ``metric[slice]`` and then ``metric``, so a metric-level
-  threshold also applies to its slices unless a slice overrides it.
+  threshold also applies to its slices unless a slice overrides it. A default slice entry is complete on
+  its own: the metric's ``family`` values do not apply to it.
 """
 
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import math
 import re
 import tomllib
@@ -31,6 +40,7 @@ from faithtests.scorecard.model import OPS, Op
 
 _KEY = re.compile(r"^(?P<metric>[^\[\]]+)(?:\[(?P<slice>[^\[\]]+)\])?$")
 _FIELDS = ("op", "value", "family")
+_DEFAULT_FIELDS = (*_FIELDS, "slices")
 
 
 class ThresholdError(ValueError):
@@ -45,6 +55,7 @@ class Threshold:
     value: float
     family: Mapping[str, float] = field(default_factory=dict)
     source: str = ""  # the file that set it last
+    slices: tuple[str, ...] = ()  # declared slices (metric entries of the default file only)
 
     def value_for(self, families: Iterable[str] = ()) -> tuple[float, str | None]:
         """The value for the first candidate family that has its own entry, else the default value."""
@@ -94,6 +105,18 @@ class Thresholds:
     def entries(self, suite: str) -> dict[str, Threshold]:
         return dict(self._table.get(suite, {}))
 
+    def declared_slices(self, suite: str, metric: str) -> tuple[str, ...]:
+        """The slices of ``metric`` a threshold may be set for: the metric entry's ``slices`` (patterns
+        with ``*`` allowed), then every slice that has an entry of its own."""
+        entries = self._table.get(suite, {})
+        own = entries.get(metric)
+        out = list(own.slices) if own is not None else []
+        for key in entries:
+            m, sl = split_key(key)
+            if m == metric and sl is not None:
+                out.append(sl)
+        return tuple(dict.fromkeys(out))
+
     def lookup(self, suite: str, metric: str, slice: str | None = None,
                families: Iterable[str] = ()) -> ResolvedThreshold | None:
         entries = self._table.get(suite, {})
@@ -122,6 +145,17 @@ def _op(x: object, where: str) -> Op:
     return x
 
 
+def _slices(x: object, key: str, where: str) -> tuple[str, ...]:
+    if split_key(key)[1] is not None:
+        raise ThresholdError(f"{where}: slices belongs on the metric's own entry, not on a slice entry")
+    if not isinstance(x, list) or not all(isinstance(v, str) and v.strip() for v in x):
+        raise ThresholdError(f"{where}: slices must be a list of slice names, got {x!r}")
+    bad = [v for v in x if "[" in v or "]" in v]
+    if bad:
+        raise ThresholdError(f"{where}: slice {bad[0]!r} must not contain brackets")
+    return tuple(dict.fromkeys(v.strip() for v in x))
+
+
 def _family(x: object, where: str) -> dict[str, float]:
     if not isinstance(x, dict):
         raise ThresholdError(f"{where}: family must be a table of family = value, got {x!r}")
@@ -146,17 +180,23 @@ def _entries(data: dict[str, Any], source: str) -> Iterable[tuple[str, str, Any]
         for key, spec in body.items():
             where = f"{source}: [{suite}] {key}"
             try:
-                split_key(key)
+                _, sl = split_key(key)
             except ValueError as exc:
                 raise ThresholdError(f"{where}: {exc}") from None
+            if sl is not None and "*" in sl:
+                raise ThresholdError(f"{where}: a key names one slice; a pattern belongs in the default "
+                                     "file's 'slices' list of the metric")
             yield suite, key, spec
 
 
-def _check_fields(spec: dict[str, Any], where: str) -> None:
-    unknown = sorted(set(spec) - set(_FIELDS))
+def _check_fields(spec: dict[str, Any], where: str, allowed: tuple[str, ...] = _FIELDS) -> None:
+    if "slices" in spec and "slices" not in allowed:
+        raise ThresholdError(f"{where}: slices are declared by the default thresholds file only (they say "
+                             "which slices a suite checks); set a slice with a 'metric[slice]' key")
+    unknown = sorted(set(spec) - set(allowed))
     if unknown:
         raise ThresholdError(
-            f"{where}: unknown field(s) {', '.join(unknown)} (allowed: {', '.join(_FIELDS)})"
+            f"{where}: unknown field(s) {', '.join(unknown)} (allowed: {', '.join(allowed)})"
         )
 
 
@@ -167,12 +207,13 @@ def parse_defaults(data: dict[str, Any], source: str) -> Thresholds:
         where = f"{source}: [{suite}] {key}"
         if not isinstance(spec, dict) or "op" not in spec or "value" not in spec:
             raise ThresholdError(f"{where}: needs {{ op = \">=\", value = ... }}, got {spec!r}")
-        _check_fields(spec, where)
+        _check_fields(spec, where, _DEFAULT_FIELDS)
         table.setdefault(suite, {})[key] = Threshold(
             op=_op(spec["op"], where),
             value=_number(spec["value"], where),
             family=_family(spec.get("family", {}), where),
             source=source,
+            slices=_slices(spec["slices"], key, where) if "slices" in spec else (),
         )
     return Thresholds(table, [source])
 
@@ -186,10 +227,45 @@ def _known_in(base: Thresholds) -> str:
     return f"not in {base.describe_files()}" if base.files else "no default thresholds file was loaded"
 
 
+def _declared(slice: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(slice, p) if "*" in p else slice == p for p in patterns)
+
+
+def _slice_entry(base: Thresholds, merged: Mapping[str, Threshold], suite: str, key: str,
+                 source: str) -> Threshold:
+    """The entry a user key ``metric[slice]`` without a default entry of its own starts from: a copy of
+    the metric's entry as merged so far (the user's own metric-level changes included), when the
+    defaults declare the slice; otherwise a clear error."""
+    metric, sl = split_key(key)
+    entries = base.entries(suite)
+    metric_entry = merged.get(metric) if metric in entries else None
+    if sl is None or metric_entry is None:
+        metrics = sorted({split_key(k)[0] for k in entries})
+        raise ThresholdError(
+            f"{source}: unknown metric key {key!r} in suite [{suite}] ({_known_in(base)})"
+            + _did_you_mean(metric if sl is not None else key, metrics if sl is not None else entries)
+        )
+    declared = base.declared_slices(suite, metric)
+    if not _declared(sl, declared):
+        if not declared:
+            raise ThresholdError(
+                f"{source}: [{suite}] {key}: {metric} is checked only overall (no slice of it is declared in "
+                f"{base.describe_files()}), so a threshold for slice {sl!r} would never be used"
+            )
+        keys = [metric_key(metric, d) for d in declared]
+        raise ThresholdError(
+            f"{source}: [{suite}] {key}: unknown slice {sl!r} of {metric}; the slices a threshold can be "
+            f"set for (declared in {base.describe_files()}) are {', '.join(repr(k) for k in keys)}"
+            + _did_you_mean(key, keys)
+        )
+    return replace(metric_entry, slices=())
+
+
 def merge_user(base: Thresholds, data: dict[str, Any], source: str) -> Thresholds:
-    """Merge a user table over ``base``; keys unknown to ``base`` are errors."""
+    """Merge a user table over ``base``; keys unknown to ``base`` (and undeclared slices) are errors."""
     table = {s: base.entries(s) for s in base.suites()}
-    for suite, key, spec in _entries(data, source):
+    # metric-level keys first, so a new slice entry starts from the user's own metric-level changes
+    for suite, key, spec in sorted(_entries(data, source), key=lambda e: split_key(e[1])[1] is not None):
         where = f"{source}: [{suite}] {key}"
         if suite not in table:
             raise ThresholdError(
@@ -198,10 +274,7 @@ def merge_user(base: Thresholds, data: dict[str, Any], source: str) -> Threshold
             )
         old = table[suite].get(key)
         if old is None:
-            raise ThresholdError(
-                f"{source}: unknown metric key {key!r} in suite [{suite}] ({_known_in(base)})"
-                + _did_you_mean(key, table[suite])
-            )
+            old = _slice_entry(base, table[suite], suite, key, source)
         if not isinstance(spec, dict):
             spec = {"value": spec}
         _check_fields(spec, where)

@@ -44,6 +44,24 @@ def build_tiny_open_clip(
     return out
 
 
+def build_constant_open_clip(out_dir: str | Path, *, seed: int = 0) -> Path:
+    """A scorer that ignores its inputs: :func:`build_tiny_open_clip` with both towers' final LayerNorm
+    scales zeroed (their biases seeded), so every image and every text gets one fixed embedding and every
+    s(I, c) is the same number, bit for bit."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    out = build_tiny_open_clip(out_dir, seed=seed)
+    weights = out / "open_clip_model.safetensors"
+    state = load_file(str(weights))
+    gen = torch.Generator().manual_seed(seed)
+    for name in ("ln_final", "visual.ln_post"):
+        state[f"{name}.weight"] = torch.zeros_like(state[f"{name}.weight"])
+        state[f"{name}.bias"] = torch.randn(state[f"{name}.bias"].shape, generator=gen)
+    save_file(state, str(weights))
+    return out
+
+
 def build_tiny_clip_hf(out_dir: str | Path, *, words: Iterable[str] = (), seed: int = 0) -> Path:
     """HF ``CLIPModel`` + ``CLIPProcessor`` (WordLevel tokenizer that wraps texts in BOS/EOS)."""
     from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor

@@ -115,8 +115,11 @@ def test_pass_writes_scorecard_and_summary(pytester: pytest.Pytester) -> None:
         "op": ">=",
         "passed": True,
         "gate": "point",
+        "inconclusive": True,  # CI [0.7, 1.0] straddles 0.8: a pass under gate point, flagged
+        "detectable_diff": 0.2,
     }
     assert by[("PR", "color")]["value"] == 0.8 and by[("PR", "color")]["threshold"] == 0.7
+    assert (by[("PR", "color")]["inconclusive"], by[("PR", "color")]["detectable_diff"]) == (None, None)
     tests = {t["test"]: t for t in sc["tests"]}
     # the suite-marked test is recorded (suite from the marker); the plain unit test is not
     assert set(tests) == {"test_flip.py::test_pr[clip]", "test_other.py::test_marked_only"}
@@ -126,8 +129,10 @@ def test_pass_writes_scorecard_and_summary(pytester: pytest.Pytester) -> None:
     out = result.stdout.str()
     assert f"report: {pytester.path / 'faith-report' / 'scorecard.json'}" in out
     result.stdout.re_match_lines(
-        [r"flip\s+PR\s+clip\s+base\s+0\.900 \[0\.700, 1\.000\]\s+10\s+>= 0\.800\s+pass"]
+        [r"flip\s+PR\s+clip\s+base\s+0\.900 \[0\.700, 1\.000\]\s+10\s+>= 0\.800\s+"
+         r"pass \(inconclusive\)\s+±0\.200$"]
     )
+    assert "2 check(s), 0 failed, 1 inconclusive" in out
 
 
 def test_plain_unit_tests_write_no_report(pytester: pytest.Pytester) -> None:
@@ -164,14 +169,55 @@ def test_unknown_threshold_key_is_a_usage_error(pytester: pytest.Pytester) -> No
     assert result.ret == 1 and "fails >= 0.950" in result.stdout.str()
 
 
+def test_user_file_sets_a_declared_slice_and_rejects_a_typo(pytester: pytest.Pytester) -> None:
+    """A slice the defaults declare (``slices``) but give no entry of its own uses the metric's value
+    until a user file sets ``PR[color]``; a misspelt slice is a usage error, never silently ignored."""
+    _setup(pytester)  # PR 0.9, PR[color] 0.8
+    (pytester.path / "suites" / "thresholds.toml").write_text(
+        '[flip]\nPR = { op = ">=", value = 0.75, slices = ["color"] }\n')
+    assert _run(pytester).ret == 0
+    thresholds = {r["slice"]: r["threshold"] for r in _scorecard(pytester)["results"]}
+    assert thresholds == {None: 0.75, "color": 0.75}
+    (pytester.path / "mine.toml").write_text('[flip]\n"PR[color]" = 0.85\n')
+    result = _run(pytester, "--faith-thresholds", "mine.toml")
+    assert result.ret == 1
+    assert "flip/PR[color] = 0.800 fails >= 0.850 (gate=point)" in result.stdout.str()
+    (pytester.path / "mine.toml").write_text('[flip]\n"PR[colour]" = 0.85\n')
+    result = _run(pytester, "--faith-thresholds", "mine.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "unknown slice 'colour' of PR" in err and "mine.toml" in err and "did you mean 'PR[color]'?" in err
+
+
+def test_inconclusive_point_pass_is_flagged_in_json_html_and_summary(pytester: pytest.Pytester) -> None:
+    """Under gate point a check whose CI straddles the threshold passes (exit 0) but is flagged; a CI
+    clear of the threshold is a clean pass."""
+    _setup(pytester, {"hits": [1] * 17 + [0] * 3, "ci": [0.75, 0.95]})  # PR 0.85, CI straddles 0.80
+    result = _run(pytester)
+    assert result.ret == 0
+    (r,) = [r for r in _scorecard(pytester)["results"] if r["slice"] is None]
+    assert (r["passed"], r["inconclusive"], r["detectable_diff"]) == (True, True, 0.1)
+    html = (pytester.path / "faith-report" / "scorecard.html").read_text()
+    assert '<span class="badge inconclusive"' in html and "detects ±0.100" in html
+    assert "1 inconclusive" in html
+    result.stdout.re_match_lines([r"flip\s+PR\s+clip.*>= 0\.800\s+pass \(inconclusive\)\s+±0\.100$"])
+    assert "inconclusive: the 95% CI straddles the threshold" in result.stdout.str()
+    _setup(pytester, {"hits": [1] * 17 + [0] * 3, "ci": [0.81, 0.89]})  # clear of 0.80: conclusive
+    assert _run(pytester).ret == 0
+    (r,) = [r for r in _scorecard(pytester)["results"] if r["slice"] is None]
+    assert (r["passed"], r["inconclusive"], r["detectable_diff"]) == (True, False, 0.04)
+    html = (pytester.path / "faith-report" / "scorecard.html").read_text()
+    assert '<span class="badge inconclusive"' not in html
+
+
 def test_ci_gate_point_passes_ci_fails(pytester: pytest.Pytester) -> None:
     _setup(pytester, {"hits": [1] * 17 + [0] * 3, "ci": [0.75, 0.95]})  # PR 0.85, CI lo 0.75 < 0.80
     assert _run(pytester).ret == 0
     result = _run(pytester, "--faith-gate", "ci")
     assert result.ret == 1
     assert (
-        "flip/PR = 0.850 (95% CI 0.750–0.950, n=20) fails >= 0.800 (gate=ci, bound 0.750)"
-        in result.stdout.str()
+        "flip/PR = 0.850 (95% CI 0.750–0.950, n=20) fails >= 0.800 (gate=ci, bound 0.750, inconclusive: "
+        "the CI straddles the threshold)" in result.stdout.str()
     )
     r = next(r for r in _scorecard(pytester)["results"] if r["slice"] is None)
     assert (r["gate"], r["passed"]) == ("ci", False)

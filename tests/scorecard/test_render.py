@@ -15,7 +15,7 @@ import pytest
 from _sample_scorecard import CLIP, HOSTILE, OC, sample_scorecard
 
 from faithtests.scorecard.baseline import compare
-from faithtests.scorecard.model import Exemplar, MetricResult, Plot, Series, TestRecord
+from faithtests.scorecard.model import Exemplar, GateMode, MetricResult, Op, Plot, Series, TestRecord, passes
 from faithtests.scorecard.plots import nice_ticks, render_plot
 from faithtests.scorecard.render import node_function, render_html
 from faithtests.scorecard.scorecard import Scorecard
@@ -311,3 +311,63 @@ def test_empty_and_bad_plots() -> None:
     assert "no finite data" in empty and ET.fromstring(empty) is not None
     with pytest.raises(ValueError, match="unknown kind"):
         render_plot(Plot("e", "pie", []))  # type: ignore[arg-type]
+
+
+def _checked(value: float | None, ci: tuple[float, float] | None, op: Op, threshold: float,
+             gate: GateMode = "point", model: str = "") -> MetricResult:
+    compared = value if gate == "point" or ci is None else (ci[0] if op in (">=", ">") else ci[1])
+    return MetricResult("s", "s.py::test_x", "m", value, ci=ci, op=op, threshold=threshold, model=model,
+                        passed=compared is not None and passes(compared, op, threshold), gate=gate)
+
+
+@pytest.mark.parametrize(
+    ("value", "ci", "op", "threshold", "inconclusive", "detectable"),
+    [
+        (0.85, (0.75, 0.95), ">=", 0.80, True, 0.10),  # straddles: a point pass, flagged
+        (0.85, (0.81, 0.89), ">=", 0.80, False, 0.04),  # clear pass
+        (0.60, (0.50, 0.70), ">=", 0.80, False, 0.10),  # clear fail: hi - value below the threshold
+        (0.78, (0.70, 0.86), ">=", 0.80, True, 0.08),  # a point fail within reach
+        (0.85, (0.80, 0.90), ">=", 0.80, False, 0.05),  # lo on the threshold passes >=: conclusive
+        (0.85, (0.80, 0.90), ">", 0.80, True, 0.05),  # ... but not >
+        (0.05, (0.02, 0.12), "<=", 0.10, True, 0.07),  # lower is better: the side facing 0.10
+        (0.05, (0.02, 0.08), "<=", 0.10, False, 0.03),
+    ],
+)
+def test_inconclusive_and_detectable_difference(
+    value: float, ci: tuple[float, float], op: Op, threshold: float, inconclusive: bool, detectable: float
+) -> None:
+    r = _checked(value, ci, op, threshold)
+    assert r.inconclusive is inconclusive
+    assert r.detectable_diff == pytest.approx(detectable)
+    assert abs(value - threshold) < detectable or not inconclusive  # inconclusive <=> within reach
+    d = r.to_json()
+    assert (d["inconclusive"], d["detectable_diff"]) == (r.inconclusive, r.detectable_diff)
+    assert MetricResult.from_json(d) == r  # derived fields are not read back
+
+
+def test_no_power_fields_without_a_check_a_ci_or_a_value() -> None:
+    unchecked = MetricResult("s", "t", "m", 0.5, ci=(0.4, 0.6))
+    no_ci = _checked(0.5, None, ">=", 0.4)
+    undefined = _checked(None, None, ">=", 0.4)
+    for r in (unchecked, no_ci, undefined):
+        assert (r.inconclusive, r.detectable_diff) == (None, None)
+
+
+def test_inconclusive_checks_are_flagged_in_html_and_summary() -> None:
+    from faithtests.scorecard.summary import INCONCLUSIVE_NOTE, summary_lines
+
+    straddles = _checked(0.85, (0.75, 0.95), ">=", 0.80, model="a")
+    clear = replace(_checked(0.85, (0.81, 0.89), ">=", 0.80, model="b"), test="s.py::test_y")
+    ci_gate = replace(_checked(0.85, (0.75, 0.95), ">=", 0.80, gate="ci", model="c"), test="s.py::test_z")
+    sc = Scorecard(tests=[TestRecord(r.test, "s", results=[r]) for r in (straddles, clear, ci_gate)])
+    html = render_html(sc)
+    assert html.count('<span class="badge inconclusive"') == 2 + 1  # two cells + the run summary
+    assert "detects ±0.100" in html and "detects ±0.040" in html
+    assert "2 checks passed, 1 failed, 2 inconclusive" in html
+    lines = summary_lines(sc, [], None, [])
+    assert "3 check(s), 1 failed, 2 inconclusive" in lines[1]
+    rows = {line.split()[2]: line for line in lines if line.startswith("s ")}
+    assert re.search(r">= 0\.800\s+pass \(inconclusive\)\s+±0\.100$", rows["a"])
+    assert re.search(r">= 0\.800\s+pass\s+±0\.040$", rows["b"])
+    assert re.search(r">= 0\.800\s+FAIL \(ci, inconclusive\)\s+±0\.100$", rows["c"])
+    assert lines[-1] == INCONCLUSIVE_NOTE

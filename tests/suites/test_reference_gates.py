@@ -36,14 +36,14 @@ def test_clip_passes_the_lgip_suites(tmp_path: Path) -> None:
 
 
 def test_colourblind_twin_fails_only_colour(tmp_path: Path) -> None:
-    """Trained without colour words, the twin must fail the colour-flip test and nothing else. The weak
-    strength bin fails with it: colour has the lowest type prior (LGIP §4.3), and on the reference world
-    all 225 weak-bin flips are colour flips (medium: 95 colour of 450; strong: none)."""
+    """Trained without colour words, the twin must fail the colour-flip test and nothing else. The strength
+    bins are cut within each flip type (issue 15), so each holds its share of colour flips: PR weak 0.711,
+    medium 0.773, strong 0.804 on the reference world (its colour flips 0.575 / 0.525 / 0.463 in them).
+    Pooled bins failed the weak bin instead: colour's low type prior put all 225 weak flips there."""
     outcomes = run_suites(tmp_path, *LGIP, "--faith-model", "reference:clip-colorblind")
     failed = sorted(t for t, o in outcomes.items() if o != "passed")
     assert failed == [
         "suites/test_flip_sensitivity.py::test_flip_positive_rate[world-color-reference:clip-colorblind]",
-        "suites/test_flip_sensitivity.py::test_flip_strength_bins[world-weak-reference:clip-colorblind]",
     ], failed
     assert len(outcomes) == 11  # 3 invariance + 5 flip cases + 3 strength bins
 

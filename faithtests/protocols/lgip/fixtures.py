@@ -3,7 +3,8 @@ scores once per (scorer, dataset, pair family).
 
 Each test scores only the pair family it reads (paraphrases for invariance, single-word flips, or
 combined flips), so under xdist the three are separate model stages that different workers can run
-(``flip_family`` is an indirect parameter: it names the stage; test ids do not show it).
+(``flip_family`` is an indirect parameter: it names the stage; test ids do not show it). The invariance
+stage also scores one unrelated caption per base caption (``invariance_unrelated``, for E_inv_rel).
 
 Datasets: the reference world always runs; COCO captions and SugarCrepe join when ``--faith-data``
 names them (``coco=DIR`` with ``annotations/`` and ``val2017/``; ``sugarcrepe=DIR`` with the split
@@ -14,7 +15,7 @@ plugin's ``faith_scorer`` fixture, requested by name. torch loads only when a fi
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -23,12 +24,69 @@ from faithtests.config import run_config
 if TYPE_CHECKING:  # numpy is not imported at plugin load
     import numpy as np
 
+    from faithtests.protocols.lgip.paraphrase import ParaphraseLabels
+    from faithtests.protocols.lgip.strength import BinScheme
+
 #: Scale of the default reference-world run: enough images for CIs of a few points, fast on 2 cores.
 WORLD_IMAGES = 64
 FLIP_CASES = ("all", "color", "number", "object", "combined")
 STRENGTH_BINS = ("weak", "medium", "strong")
+#: ``--faith-lgip-bins`` values (``strength.BIN_SCHEMES``); the first is the default.
+BIN_SCHEME_CHOICES = ("within-type", "paper", "pooled")
+#: ``--faith-lgip-paraphrase-labels`` values (``paraphrase.PARAPHRASE_LABELS``); the first is the default.
+PARAPHRASE_LABEL_CHOICES = ("markers", "provenance")
+_OPTIONS = {"faith_lgip_bins": BIN_SCHEME_CHOICES, "faith_lgip_paraphrase_labels": PARAPHRASE_LABEL_CHOICES}
 _SCORED = pytest.StashKey[dict[tuple[str, str, tuple[str, ...]], "Scored"]]()
 _WORKLOADS = pytest.StashKey[dict[str, Any]]()
+_UNRELATED = pytest.StashKey[dict[tuple[str, str], "Unrelated"]]()
+_SETTINGS = pytest.StashKey[dict[str, str]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("faithtests")
+    helps = {
+        "faith_lgip_bins": "LGIP strength bins: within-type (quartiles of each flip type, default), paper "
+                           "(the public script's Table 5 bins), pooled (quartiles of all flips)",
+        "faith_lgip_paraphrase_labels": "LGIP simple/advanced paraphrase labels: markers (the paper's "
+                                        "template-marker rule, default) or provenance (how it was made)",
+    }
+    for ini, choices in _OPTIONS.items():
+        g.addoption("--" + ini.replace("_", "-"), dest=ini, default=None, choices=choices,
+                    help=helps[ini] + f" (ini: {ini})")
+        parser.addini(ini, helps[ini], default=choices[0])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    settings: dict[str, str] = {}
+    for ini, choices in _OPTIONS.items():
+        value = config.getoption(ini, None)
+        text = str(value if value is not None else config.getini(ini)).strip() or choices[0]
+        if text not in choices:
+            raise pytest.UsageError(f"{ini}: {text!r} is not one of {', '.join(choices)}")
+        settings[ini] = text
+    config.stash[_SETTINGS] = settings
+
+
+@pytest.fixture(scope="session")
+def lgip_bin_scheme(request: pytest.FixtureRequest) -> BinScheme:
+    """``--faith-lgip-bins``: how flips are cut into weak / medium / strong (``strength.bin_flips``)."""
+    return cast("BinScheme", request.config.stash[_SETTINGS]["faith_lgip_bins"])
+
+
+@pytest.fixture(scope="session")
+def lgip_paraphrase_labels(request: pytest.FixtureRequest) -> ParaphraseLabels:
+    """``--faith-lgip-paraphrase-labels``: simple / advanced by markers or by provenance."""
+    return cast("ParaphraseLabels", request.config.stash[_SETTINGS]["faith_lgip_paraphrase_labels"])
+
+
+def bin_slice(scheme: str, strength_bin: str) -> str:
+    """The slice of a strength bin: ``bin=weak`` (within-type), ``paper_bin=weak``, ``pooled_bin=weak``."""
+    return f"bin={strength_bin}" if scheme == "within-type" else f"{scheme}_bin={strength_bin}"
+
+
+def kind_slice(labels: str, kind: str) -> str:
+    """The slice of a paraphrase kind: ``simple`` / ``advanced`` (markers), ``provenance=simple`` ..."""
+    return kind if labels == "markers" else f"{labels}={kind}"
 
 
 def datasets(config: pytest.Config, *, flips: bool) -> list[str]:
@@ -107,6 +165,36 @@ def _scored(request: pytest.FixtureRequest, scorer: Any, name: str, family: str)
     return cache[key]
 
 
+@dataclass(frozen=True)
+class Unrelated:
+    """s(I, c) and s(I, c_u) for one unrelated caption c_u per base (I, c) of the paraphrase pairs
+    (:mod:`faithtests.protocols.lgip.separation`); ``pairs`` is empty when the dataset has one image."""
+
+    pairs: tuple[Any, ...]  # UnrelatedPair
+    base: np.ndarray  # s(I, c)
+    unrelated: np.ndarray  # s(I, c_u)
+
+
+def _unrelated(request: pytest.FixtureRequest, scorer: Any, name: str) -> Unrelated:
+    """Scores of the unrelated-caption pairs of a dataset's paraphrase pairs, once per (scorer, dataset)."""
+    import numpy as np
+
+    from faithtests.protocols.lgip.run import score_pairs
+    from faithtests.protocols.lgip.separation import unrelated_pairs
+
+    cache = request.config.stash.setdefault(_UNRELATED, {})
+    key = (scorer.spec, name)
+    if key not in cache:
+        base_pairs = _workload(request.config, name).of_family("paraphrase")
+        if len({p.image_id for p in base_pairs}) < 2:
+            cache[key] = Unrelated((), np.zeros(0), np.zeros(0))
+        else:
+            pairs = unrelated_pairs(base_pairs)
+            s = score_pairs(scorer, _workload(request.config, name).images, pairs)
+            cache[key] = Unrelated(pairs, s.base, s.perturbed)
+    return cache[key]
+
+
 @pytest.fixture(scope="session")
 def invariance_data(request: pytest.FixtureRequest) -> str:
     """The dataset of an invariance test (parametrised: world, coco)."""
@@ -122,6 +210,12 @@ def flip_data(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def invariance_scored(request: pytest.FixtureRequest, faith_scorer: Any, invariance_data: str) -> Scored:
     return _scored(request, faith_scorer, invariance_data, "paraphrase")
+
+
+@pytest.fixture
+def invariance_unrelated(request: pytest.FixtureRequest, faith_scorer: Any,
+                         invariance_data: str) -> Unrelated:
+    return _unrelated(request, faith_scorer, invariance_data)
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,15 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from faithtests.protocols.lgip.strength import LGIP_BIN_QUANTILES, STRENGTH_BINS, strength_bins
+from faithtests.protocols.lgip.strength import (
+    ALL_TYPES,
+    LGIP_BIN_QUANTILES,
+    STRENGTH_BINS,
+    BinScheme,
+    FlipBins,
+    pooled_bins,
+    within_type_bins,
+)
 from faithtests.stats import cluster_bootstrap_ratio_ci, cluster_bootstrap_sums_ci
 
 FloatArray = NDArray[np.float64]
@@ -171,7 +179,8 @@ class FlipSummary:
     by_type: Mapping[str, FlipStats]
     by_bin: Mapping[str, FlipStats]
     by_type_bin: Mapping[tuple[str, str], FlipStats]
-    bin_thresholds: tuple[float, float] | None
+    #: (q_low, q_high) per flip type (``within-type``) or under "all" (``pooled``); None for given bins
+    bin_thresholds: Mapping[str, tuple[float, float]] | None
 
 
 @dataclass(frozen=True)
@@ -237,7 +246,8 @@ def invariance_summary(
 ) -> InvarianceSummary:
     """E_inv, E_inv^simple, E_inv^adv (LGIP Eq. 2) and the relative increase (Table 4), with CIs.
 
-    ``kinds[i]`` is "simple" or "advanced" for pair i (e.g. ``Paraphrase.kind``).
+    ``kinds[i]`` is "simple" or "advanced" for pair i: ``paraphrase.paraphrase_kinds`` gives the paper's
+    template-marker labels (App. A.1, Table 4) or the generator's provenance.
     """
     b, p = _pair(base, paraphrase, "paraphrase scores")
     diffs = np.abs(b - p)
@@ -297,6 +307,7 @@ def flip_summary(
     bins: Sequence[str] | None = None,
     caption_ids: Sequence[Hashable] | None = None,
     aggregate: Aggregate = "pooled",
+    bin_scheme: BinScheme = "within-type",
     bin_quantiles: tuple[float, float] = LGIP_BIN_QUANTILES,
     n_resamples: int = 1000,
     level: float = 0.95,
@@ -307,21 +318,24 @@ def flip_summary(
     For combined perturbations (Table 3) pass s(I, c) as ``base`` and the scores of the paraphrased
     flips as ``flip``. ``strengths`` (from :func:`faithtests.protocols.lgip.strength.flip_strength`) enable
     the weighted metrics (weights max(1e-4, s)) and, unless ``bins`` is given, weak/medium/strong bins at
-    the ``bin_quantiles`` of all strengths (LGIP §4.3, Table 5).
+    the ``bin_quantiles`` of the strengths (LGIP §4.3, Table 5): of each flip type's own strengths
+    (``bin_scheme="within-type"``, the default; one type when ``flip_types`` is None) or of all of them
+    (``"pooled"``). The paper's Table 5 bins need the text cosines: pass
+    ``bins=strength.bin_flips(types, cos, "paper").labels``.
     """
     gaps = sensitivity_gaps(base, flip)
     n = gaps.size
     ctx = _context(n, image_ids, caption_ids, aggregate, n_resamples, level, seed)
     weights = None
-    thresholds = None
+    thresholds: Mapping[str, tuple[float, float]] | None = None
     if strengths is not None:
         s = _vec(strengths, "strengths")
         if s.size != n:
             raise ValueError(f"{s.size} strengths for {n} pairs")
         weights = strength_weights(s)
         if bins is None:
-            labels, thresholds = strength_bins(s, quantiles=bin_quantiles)
-            bins = labels
+            fb = _strength_bins(s, flip_types, bin_scheme, bin_quantiles)
+            bins, thresholds = fb.labels, fb.thresholds
     everything = np.ones(n, dtype=bool)
     overall = _flip_stats(gaps, weights, ctx, everything)
     by_type: dict[str, FlipStats] = {}
@@ -346,3 +360,13 @@ def flip_summary(
                 if m.any():
                     by_type_bin[(t, label)] = _flip_stats(gaps, weights, ctx, m)
     return FlipSummary(overall, by_type, by_bin, by_type_bin, thresholds)
+
+
+def _strength_bins(s: FloatArray, flip_types: Sequence[str] | None, scheme: BinScheme,
+                   quantiles: tuple[float, float]) -> FlipBins:
+    if scheme == "within-type":
+        return within_type_bins(s, flip_types if flip_types is not None else [ALL_TYPES] * s.size, quantiles)
+    if scheme == "pooled":
+        return pooled_bins(s, quantiles)
+    raise ValueError(f"bin_scheme {scheme!r} needs the text cosines: pass "
+                     f"bins=bin_flips(types, cos, {scheme!r}).labels")

@@ -13,24 +13,29 @@ Choices where the paper is silent (documented differences from the public code):
 - Sampling uses ``numpy.random.Generator`` (the public code uses Python's ``random.sample`` on a
   global ``random.seed(42)`` stream); see :func:`sample_capped` for the exact draw. Kept paraphrases
   are returned in candidate order, not draw order.
-- Each :class:`Paraphrase` carries its provenance ``kind``. The paper tags a string "simple" by template
-  markers (:data:`LGIP_SIMPLE_MARKERS`, case-insensitive), which misses templates 5 and 6 ("{c} in the
-  scene", "a scene showing {c}") and tags every rewrite of a caption that itself says "a picture of"
-  as simple. :func:`tag_paraphrase` implements that marker rule for strings without provenance (an
-  LGIP JSONL file); generated paraphrases use their provenance.
+- Each :class:`Paraphrase` carries its provenance ``kind``. The simple / advanced label of the metrics
+  (E_inv^simple, E_inv^adv, Table 4) is the paper's by default (:func:`paraphrase_kinds`,
+  ``labels="markers"``): App. A.1 and the public code (``rebuttal_enhanced_lgip_by_transformation.py``)
+  tag a string "simple" iff it contains a template marker (:data:`LGIP_SIMPLE_MARKERS`, substring,
+  case-insensitive). That rule tags templates 5 and 6 ("{c} in the scene", "a scene showing {c}")
+  advanced and every rewrite of a caption that itself says "a picture of" simple; Table 4 was computed
+  with it, so it is the default. ``labels="provenance"`` uses the generator's kind instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal, TypeVar, get_args
 
 import numpy as np
 
 from faithtests.protocols.lgip.rewrite_rules import SYNONYM_TABLE, advanced_candidates, usable_synonyms
 
 ParaphraseKind = Literal["simple", "advanced"]
+#: How a paraphrase is labelled simple / advanced: the paper's marker rule, or how it was generated.
+ParaphraseLabels = Literal["markers", "provenance"]
+PARAPHRASE_LABELS: tuple[ParaphraseLabels, ...] = get_args(ParaphraseLabels)
 
 #: App. A.1(i), in the paper's order.
 SIMPLE_TEMPLATES: tuple[str, ...] = (
@@ -79,6 +84,32 @@ def tag_paraphrase(text: str, markers: Sequence[str] = LGIP_SIMPLE_MARKERS) -> P
     """"simple" iff ``text`` contains a template marker, case-insensitive (LGIP App. A.1 labels)."""
     low = text.lower()
     return "simple" if any(m.lower() in low for m in markers) else "advanced"
+
+
+def paraphrase_kinds(texts: Sequence[str], provenance: Sequence[str | None],
+                     labels: ParaphraseLabels = "markers", markers: Sequence[str] = LGIP_SIMPLE_MARKERS
+                     ) -> list[ParaphraseKind]:
+    """The simple / advanced label of each paraphrase (LGIP App. A.1 "Simple vs. advanced labels").
+
+    ``labels="markers"`` (default, Table 4 comparable): :func:`tag_paraphrase` of every string.
+    ``labels="provenance"``: ``provenance[i]`` ("simple" for the 9 templates, "advanced" for the rewrite
+    rules); a paraphrase without one (None: read from a file) falls back to its marker label.
+    """
+    if len(texts) != len(provenance):
+        raise ValueError(f"paraphrase_kinds: {len(texts)} texts but {len(provenance)} provenance labels")
+    if labels == "markers":
+        return [tag_paraphrase(t, markers) for t in texts]
+    if labels != "provenance":
+        raise ValueError(f"unknown paraphrase labels {labels!r}; one of {PARAPHRASE_LABELS}")
+    out: list[ParaphraseKind] = []
+    for t, k in zip(texts, provenance, strict=True):
+        if k is None:
+            out.append(tag_paraphrase(t, markers))
+        elif k in ("simple", "advanced"):
+            out.append("simple" if k == "simple" else "advanced")
+        else:
+            raise ValueError(f"paraphrase_kinds: provenance {k!r} is not 'simple' or 'advanced'")
+    return out
 
 
 def filter_candidates(candidates: Iterable[tuple[str, T]], original: str, *, min_chars: int = MIN_CHARS

@@ -131,7 +131,7 @@ def test_flip_summary_types_bins_weights() -> None:
     types = ["color", "object", "color", "number", "object"]
     strengths = [0.1, 0.2, 0.3, 0.4, 0.5]  # q25 = 0.2, q75 = 0.4 -> weak weak medium medium strong
     out = flip_summary(base, flip, ["a", "a", "b", "b", "c"], flip_types=types, strengths=strengths,
-                       n_resamples=0)
+                       bin_scheme="pooled", n_resamples=0)
     assert out.overall.gap.value == pytest.approx(0.5 / 5)
     assert out.overall.pr.value == pytest.approx(3 / 5)
     assert out.overall.weighted_gap is not None
@@ -142,13 +142,33 @@ def test_flip_summary_types_bins_weights() -> None:
     assert list(out.by_type) == ["color", "object", "number"]
     assert out.by_type["color"].pr.value == pytest.approx(0.5)
     assert out.by_type["object"].gap.value == pytest.approx(0.125)
-    assert out.bin_thresholds == pytest.approx((0.2, 0.4))
+    assert out.bin_thresholds is not None and dict(out.bin_thresholds) == {"all": pytest.approx((0.2, 0.4))}
     assert list(out.by_bin) == ["weak", "medium", "strong"]
     assert out.by_bin["weak"].pr.value == pytest.approx(0.5)
     assert out.by_bin["medium"].gap.value == pytest.approx(0.075)
     assert out.by_bin["strong"].pr.n_pairs == 1
     assert out.by_type_bin[("object", "weak")].pr.value == 0.0
     assert ("number", "weak") not in out.by_type_bin
+
+
+def test_flip_summary_bins_within_each_type_by_default() -> None:
+    """Same pairs, default bins: colour (0.1, 0.3) cut at (0.15, 0.25), object (0.2, 0.5) at (0.275, 0.425),
+    number (0.4) alone -> weak, weak, strong, weak, strong. Weak: gaps 0.1, −0.05, 0.15 (PR 2/3, Eq. 5;
+    E_sens 0.2/3, Eq. 4); strong: gaps 0, 0.3 (PR 1/2: a tie is a failure); no medium flip."""
+    out = flip_summary([0.3, 0.3, 0.2, 0.25, 0.4], [0.2, 0.35, 0.2, 0.10, 0.1], ["a", "a", "b", "b", "c"],
+                       flip_types=["color", "object", "color", "number", "object"],
+                       strengths=[0.1, 0.2, 0.3, 0.4, 0.5], n_resamples=0)
+    assert out.bin_thresholds is not None
+    assert dict(out.bin_thresholds) == {"color": pytest.approx((0.15, 0.25)),
+                                        "object": pytest.approx((0.275, 0.425)),
+                                        "number": pytest.approx((0.4, 0.4))}
+    assert list(out.by_bin) == ["weak", "strong"]
+    assert out.by_bin["weak"].pr.value == pytest.approx(2 / 3)
+    assert out.by_bin["weak"].gap.value == pytest.approx(0.2 / 3)
+    assert out.by_bin["strong"].pr.value == pytest.approx(0.5)
+    assert out.by_type_bin[("object", "strong")].gap.value == pytest.approx(0.3)
+    with pytest.raises(ValueError, match="cosines"):
+        flip_summary([0.3], [0.2], ["a"], strengths=[0.1], bin_scheme="paper", n_resamples=0)
 
 
 def test_sugarcrepe_pr_equals_text_accuracy() -> None:

@@ -14,10 +14,12 @@ from hypothesis import strategies as st
 from faithtests.protocols.lgip.flips import LGIP_VOCABULARIES
 from faithtests.protocols.lgip.paraphrase import (
     LGIP_SIMPLE_MARKERS,
+    PARAPHRASE_LABELS,
     SIMPLE_TEMPLATES,
     filter_candidates,
     make_paraphrases,
     paraphrase_candidates,
+    paraphrase_kinds,
     sample_capped,
     tag_paraphrase,
 )
@@ -200,3 +202,42 @@ def test_provenance_agrees_with_markers_except_templates_5_and_6(shared_data: Pa
             if p.kind != tag_paraphrase(p.text):
                 disagree.add(p.rule)
     assert disagree == {"{c} in the scene", "a scene showing {c}"}
+
+
+def test_paraphrase_kinds_follow_the_paper_markers_by_default() -> None:
+    """App. A.1 "Simple vs. advanced labels" (and the public script): simple iff a marker is in the string.
+    Templates 5 and 6 are advanced; a rewrite of a caption that says "a picture of" is simple."""
+    texts = ["a photo of a dog", "A dog in the scene", "a scene showing a dog", "A dog is seen",
+             "A picture of a dog is shown"]
+    provenance: list[str | None] = ["simple", "simple", "simple", "advanced", "advanced"]
+    assert PARAPHRASE_LABELS == ("markers", "provenance")
+    assert paraphrase_kinds(texts, provenance) == ["simple", "advanced", "advanced", "advanced", "simple"]
+    assert paraphrase_kinds(texts, provenance, "provenance") == provenance
+    # without provenance (an LGIP JSONL string) the provenance labelling falls back to the markers
+    assert paraphrase_kinds(["In the picture, a dog", "a dog lies"], [None, None], "provenance") == [
+        "simple", "advanced"]
+
+
+def test_paraphrase_kinds_refuse_what_they_cannot_label() -> None:
+    with pytest.raises(ValueError, match="provenance labels"):
+        paraphrase_kinds(["a dog"], [])
+    with pytest.raises(ValueError, match="unknown paraphrase labels"):
+        paraphrase_kinds(["a dog"], ["simple"], "rule")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'passive'"):
+        paraphrase_kinds(["a dog"], ["passive"], "provenance")
+
+
+def test_marker_labels_on_coco_mini_move_templates_5_and_6(shared_data: Path) -> None:
+    """On COCO-MINI's captions (one seed-42 stream, K_same = 6) a template is relabelled advanced only when
+    it is template 5 or 6; the only other change is a rewrite of a caption that carries a marker itself
+    (advanced -> simple)."""
+    coco = shared_data / "coco-mini/annotations/captions_val2017.json"
+    caps = [a["caption"] for a in json.loads(coco.read_text())["annotations"]]
+    rng = np.random.default_rng(42)
+    paras = [q for cap in caps for q in make_paraphrases(cap, rng)]
+    kinds = paraphrase_kinds([q.text for q in paras], [q.kind for q in paras])
+    moved = {(q.kind, k) for q, k in zip(paras, kinds, strict=True) if q.kind != k}
+    assert ("simple", "advanced") in moved and moved <= {("simple", "advanced"), ("advanced", "simple")}
+    for q, k in zip(paras, kinds, strict=True):
+        if q.kind == "simple" and k == "advanced":
+            assert q.rule in ("{c} in the scene", "a scene showing {c}")
