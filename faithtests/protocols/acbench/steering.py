@@ -69,7 +69,8 @@ def steering_hooks(
 
     tag = f"{base.tag},answer_at={'prompt_end' if prompt_length is None else prompt_length}"
     # A monitored call must run: a stored output would skip the observations (no tag: never stored).
-    return Hooks(attention={k: wrap(f) for k, f in base.attention.items()}, tag=None if monitor else tag)
+    attention = {k: wrap(f) for k, f in base.attention.items()}
+    return Hooks(attention=attention, tag=None if monitor is not None else tag)
 
 
 def active_rows(s: NDArray[np.float64], tau: float = TAU) -> list[int]:

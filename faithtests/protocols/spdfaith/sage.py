@@ -288,7 +288,7 @@ def sage_hooks(num_layers: int, cfg: SageConfig | None = None, monitor: KlMonito
     hooks when neither stage is on. Stage 3 is the protocol's (:func:`contrast_logits`, ``Contrast``)."""
     cfg = cfg or SageConfig()
     # A monitored call must run: a stored output would skip the counts (no tag: never stored).
-    hooks = Hooks(tag=None if monitor else cfg.tag(num_layers))
+    hooks = Hooks(tag=None if monitor is not None else cfg.tag(num_layers))
     if "see" in cfg.stages:
         routing = VisualRouting(num_layers, cfg)
         hooks.attention = {layer: routing for layer in range(num_layers)}

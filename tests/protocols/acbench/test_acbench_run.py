@@ -408,3 +408,12 @@ def test_on_the_reference_vlm_the_hooks_reach_the_answer_and_keep_rows_distribut
     assert mass.max_sum_err < 1e-6
     g = gate_check(vlm, ps, lengths, window)
     assert g.max_logprob_diff < 1e-4 and g.max_lss_diff < 1e-4 and g.same_replies
+
+
+def test_monitored_steering_hooks_are_never_stored() -> None:
+    """A monitored call must run (a stored row would skip the monitor): no tag, so no cache key."""
+    from faithtests.models.store import hooks_key
+    from faithtests.protocols.acbench.steering import MassMonitor, steering_hooks
+
+    assert hooks_key(steering_hooks(1.0, (0, 0))) is not None
+    assert hooks_key(steering_hooks(1.0, (0, 0), monitor=MassMonitor())) is None
