@@ -48,7 +48,8 @@ def _vec(x: ArrayLike, name: str) -> FloatArray:
     return a
 
 
-def _pair(base: ArrayLike, other: ArrayLike, other_name: str) -> tuple[FloatArray, FloatArray]:
+def paired_scores(base: ArrayLike, other: ArrayLike, other_name: str) -> tuple[FloatArray, FloatArray]:
+    """(base, other) as finite float64 vectors of one length (a clear error otherwise)."""
     b = _vec(base, "base scores")
     o = _vec(other, other_name)
     if b.shape != o.shape:
@@ -76,13 +77,13 @@ def invariance_error(base: ArrayLike, paraphrase: ArrayLike, *, groups: Sequence
     Eq. 2, image ids the per-image mean. Restrict the pairs to simple or advanced paraphrases for
     E_inv^simple / E_inv^adv.
     """
-    b, p = _pair(base, paraphrase, "paraphrase scores")
+    b, p = paired_scores(base, paraphrase, "paraphrase scores")
     return _mean(np.abs(b - p), groups)
 
 
 def sensitivity_gaps(base: ArrayLike, flip: ArrayLike) -> FloatArray:
     """g(I, c, c†) = s(I,c) − s(I,c†) per pair  (LGIP Eq. 3)."""
-    b, f = _pair(base, flip, "flip scores")
+    b, f = paired_scores(base, flip, "flip scores")
     return b - f
 
 
@@ -249,7 +250,7 @@ def invariance_summary(
     ``kinds[i]`` is "simple" or "advanced" for pair i: ``paraphrase.paraphrase_kinds`` gives the paper's
     template-marker labels (App. A.1, Table 4) or the generator's provenance.
     """
-    b, p = _pair(base, paraphrase, "paraphrase scores")
+    b, p = paired_scores(base, paraphrase, "paraphrase scores")
     diffs = np.abs(b - p)
     ones = np.ones_like(diffs)
     ctx = _context(diffs.size, image_ids, caption_ids, aggregate, n_resamples, level, seed)

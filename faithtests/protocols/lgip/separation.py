@@ -35,7 +35,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from faithtests.protocols.lgip.metrics import Estimate, _pair
+from faithtests.protocols.lgip.metrics import Estimate, paired_scores
 from faithtests.stats import cluster_bootstrap_sums_ci
 
 FloatArray = NDArray[np.float64]
@@ -86,7 +86,7 @@ def unrelated_pairs(pairs: Sequence[_Base]) -> tuple[UnrelatedPair, ...]:
 
 def separation(base: ArrayLike, unrelated: ArrayLike) -> float:
     """Δ_u = mean [s(I, c) − s(I, c_u)] over base pairs (LGIP Eq. 4 with c† an unrelated caption)."""
-    b, u = _pair(base, unrelated, "unrelated-caption scores")
+    b, u = paired_scores(base, unrelated, "unrelated-caption scores")
     return float(np.mean(b - u))
 
 
@@ -130,11 +130,11 @@ def relative_invariance_summary(
     percentile bootstrap respects monotone maps, and θ stays finite where the ratio does not. It is
     bounded, and E_inv_rel defined, only when the lower bound of θ, like that of Δ_u, is above 0.
     """
-    pb, pp = _pair(para_base, paraphrase, "paraphrase scores")
+    pb, pp = paired_scores(para_base, paraphrase, "paraphrase scores")
     if np.asarray(unrel_base).size == 0 and np.asarray(unrelated).size == 0:  # fewer than 2 images
         undefined = Estimate(float("nan"), None, 0, 0)
         return RelativeInvariance(undefined, Estimate(float("nan"), None, int(pb.size), 0))
-    ub, uu = _pair(unrel_base, unrelated, "unrelated-caption scores")
+    ub, uu = paired_scores(unrel_base, unrelated, "unrelated-caption scores")
     if len(para_images) != pb.size or len(unrel_images) != ub.size:
         raise ValueError("one image id per pair is needed for the paraphrase and the unrelated pairs")
     diffs, gaps = np.abs(pb - pp), ub - uu
