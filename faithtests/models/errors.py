@@ -14,3 +14,8 @@ class ModelSpecError(ValueError):
 
 class UnsupportedModelError(ValueError):
     """A checkpoint was found but its architecture is neither a dual encoder nor an image-text-to-text VLM."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint was found but cannot be used as it is: a truncated or corrupt file, an unreadable config,
+    weights that do not fit the configured architecture, or a resize the user did not ask for."""

@@ -15,6 +15,7 @@ import torch
 
 from faithtests.models.cache import checkpoint_sha256
 from faithtests.models.scorer_base import CachedDualEncoder
+from faithtests.models.truncation import hf_lengths, known_limit
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -58,6 +59,10 @@ class HFDualEncoder(CachedDualEncoder):
                 "checkpoint_sha256": checkpoint_sha256(files)}
         super().__init__(spec, device=device, dtype=dtype, batch_size=batch_size, meta=meta)
         self._files = files
+        self.truncation.limit = known_limit(getattr(self.processor.tokenizer, "model_max_length", None))
+
+    def _token_lengths(self, texts: list[str]) -> list[int]:
+        return hf_lengths(self.processor.tokenizer)(texts)
 
     def _text_padding(self) -> dict[str, Any]:
         if self.model_type in _MAX_LENGTH_PADDING:

@@ -54,6 +54,7 @@ from faithtests.models.store import (
     hooks_key,
     model_namespace,
 )
+from faithtests.models.truncation import TruncationCounter, known_limit
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -115,6 +116,14 @@ class HFVisionLanguageModel:
         self._sha: dict[str, str] | None = None
         self.store: OutputStore | None = None
         self.store_namespace: str | None = None
+        # captions the VLM scorer saw that are longer than the language model's context (never cut: counted)
+        text_config = getattr(self.config, "text_config", self.config)
+        self.caption_truncation = TruncationCounter(
+            "caption", known_limit(getattr(text_config, "max_position_embeddings", None)))
+
+    def truncation_info(self) -> dict[str, dict[str, Any]]:
+        """Captions scored through :class:`~faithtests.models.vlm_scorer.VLMScorer` beyond the context."""
+        return {"caption": self.caption_truncation.as_info()}
 
     def use_store(self, store: OutputStore) -> None:
         """Read and write outputs through a persistent :class:`OutputStore` (``--faith-cache``): option

@@ -23,8 +23,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from faithtests.models.cache import checkpoint_sha256
-from faithtests.models.errors import ModelNotFoundError, ModelSpecError
+from faithtests.models.checks import open_clip_dir
+from faithtests.models.errors import CheckpointError, ModelNotFoundError, ModelSpecError
+from faithtests.models.open_clip_checks import load_error, resized_pos_embeds
 from faithtests.models.scorer_base import CachedDualEncoder
+from faithtests.models.truncation import open_clip_lengths
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -94,45 +97,65 @@ class OpenClipScorer(CachedDualEncoder):
         batch_size: int = 16,
         allow_download: bool = False,
         cache_dir: str | None = None,
+        resize_pos_embed: bool = False,
     ) -> None:
         import open_clip
 
         files: list[Path] = []
+        weights: Path | None
         with contextlib.ExitStack() as stack:
             stack.enter_context(hub_offline(not allow_download))
             if body.startswith("local-dir:"):
                 path = Path(body.removeprefix("local-dir:")).expanduser()
-                if not (path / "open_clip_config.json").is_file():
-                    raise ModelNotFoundError(
-                        f"{spec}: looked for {path / 'open_clip_config.json'} (an open_clip local-dir needs "
-                        "open_clip_config.json and a weights file such as open_clip_model.safetensors)"
-                    )
-                name, files = f"local-dir:{path}", [path]
+                config, weights = open_clip_dir(spec, path)  # never a local-dir without weights
+                name, files, described = f"local-dir:{path}", [path], str(config)
                 create_kwargs: dict[str, Any] = {}
             else:
                 name, create_kwargs, files = self._resolve_named(spec, body, allow_download, cache_dir, stack)
+                weights = files[0] if files else None
+                config_json = body.split("@", 1)[0]
+                described = (config_json if config_json.endswith(".json")
+                             else f"open_clip's built-in {name} config")
             try:
                 model, _, preprocess = open_clip.create_model_and_transforms(
                     name, device=device, cache_dir=cache_dir, **create_kwargs
                 )
                 tokenizer = open_clip.get_tokenizer(name.split("@")[0], cache_dir=cache_dir)
-            except (OSError, RuntimeError, ValueError) as err:
-                raise ModelNotFoundError(f"{spec}: open_clip could not load it offline: {err}") from err
+            except Exception as err:
+                mapped = load_error(spec, described, weights, err)
+                if mapped is None:
+                    raise
+                raise mapped from err
+        resized = resized_pos_embeds(model, weights) if weights is not None else []
+        if resized and not resize_pos_embed:
+            raise CheckpointError(
+                f"{spec}: the weights {weights} do not match the sizes in {described}: {'; '.join(resized)} "
+                "(open_clip would interpolate them; fix the config's image_size / context_length, or allow "
+                "it with FAITHTESTS_RESIZE_POS_EMBED=1)")
         self.model = model.to(device=device, dtype=dtype).eval()
         self.preprocess = preprocess
         self.tokenizer = tokenizer
         # A sigmoid-loss model (SigLIP) carries a learned logit bias; its similarity scale differs from
         # CLIP's, and the thresholds have a "siglip" family for it.
         family = "siglip" if getattr(self.model, "logit_bias", None) is not None else "clip"
-        meta = {"family": family, "checkpoint_sha256": checkpoint_sha256(files)}
+        meta: dict[str, Any] = {"family": family, "checkpoint_sha256": checkpoint_sha256(files)}
+        if resized:  # allowed explicitly: the fingerprint says the embeddings are not the trained ones
+            meta["pos_embed_resized"] = resized
         self._trim_text = _trimmable_text_tower(self.model)
         super().__init__(spec, device=device, dtype=dtype, batch_size=batch_size, meta=meta)
+        lengths = open_clip_lengths(tokenizer)
+        if lengths is not None:
+            self._lengths = lengths
+            self.truncation.limit = int(getattr(tokenizer, "context_length", 0) or 77)
         # What names the outputs besides the files: the architecture and preprocessing of a named model.
         config_json = body.split("@", 1)[0]
         is_json = config_json.endswith(".json") and not body.startswith("local-dir:")
         self._files = files + ([Path(config_json).expanduser()] if is_json else [])
         self._identity = "" if name.startswith("local-dir:") else repr(
             (name, sorted((k, str(v)) for k, v in create_kwargs.items() if k != "pretrained")))
+
+    def _token_lengths(self, texts: list[str]) -> list[int]:
+        return self._lengths(texts)
 
     def _store_identity(self) -> str:
         import open_clip

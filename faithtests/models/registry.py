@@ -11,25 +11,30 @@ Specs:
   fixtures root), dispatched on its content (open_clip local-dir or HF directory).
 - ``vlm-scorer:SPEC`` — the VLM loaded from ``SPEC`` used as a scorer (mean caption log-prob given the
   image, :mod:`.vlm_scorer`), so LGIP metrics run on generative models.
+- ``py:package.module:factory`` and prefixes registered in the entry-point group ``faithtests.models``
+  — models from other packages (:mod:`.plugins`), checked against the protocols at load.
 
 Loading never touches the network unless ``allow_download=True``.
 """
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from faithtests.models.errors import ModelNotFoundError, ModelSpecError, UnsupportedModelError
-from faithtests.models.locations import fixtures_root
+from faithtests.models.checks import check_spec, hf_location, known_prefixes, read_json, reference_target
+from faithtests.models.errors import CheckpointError, ModelSpecError, UnsupportedModelError
+from faithtests.models.plugins import PY_PREFIX, load_entry_point, load_py
 
 if TYPE_CHECKING:
     import torch
 
     from faithtests.models.interfaces import ImageTextScorer, VisionLanguageModel
 
-PREFIXES = ("reference:", "open_clip:", "hf:", "vlm-scorer:")
+__all__ = ["check_spec", "known_prefixes", "load_model", "resolve_device", "resolve_dtype"]
+#: Set to 1 to let open_clip interpolate position embeddings whose size differs from the config's.
+RESIZE_ENV = "FAITHTESTS_RESIZE_POS_EMBED"
 _DTYPES = {
     "float32": "float32", "fp32": "float32", "float": "float32",
     "bfloat16": "bfloat16", "bf16": "bfloat16",
@@ -58,34 +63,10 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
     return getattr(torch, name)  # type: ignore[no-any-return]
 
 
-def _hf_dir(spec: str, target: str, allow_download: bool) -> tuple[str, bool]:
-    """(path or repo id, local_files_only) for an ``hf:`` target; a missing model names what was tried."""
-    path = Path(target).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ModelNotFoundError(f"{spec}: directory {path} has no config.json")
-        return str(path), True
-    if allow_download:
-        return target, False
-    looked = [f"local directory {path.resolve()}"]
-    if target.count("/") == 1 and not target.startswith((".", "/", "~")):
-        from huggingface_hub import snapshot_download
-
-        looked.append(f"Hugging Face cache entry for repo {target!r}")
-        try:
-            return snapshot_download(target, local_files_only=True), True
-        except Exception:
-            pass
-    raise ModelNotFoundError(
-        f"{spec}: model not found locally and downloads are off. Looked for: {'; '.join(looked)}. "
-        "Pass a local directory (hf:/path/to/model) or allow downloads."
-    )
-
-
 def _read_config(path_or_repo: str, local_only: bool) -> dict[str, Any]:
     path = Path(path_or_repo)
     if path.is_dir():
-        return dict(json.loads((path / "config.json").read_text(encoding="utf-8")))
+        return read_json(f"hf:{path_or_repo}", path / "config.json")
     from transformers import AutoConfig
 
     return dict(AutoConfig.from_pretrained(path_or_repo, local_files_only=local_only).to_dict())
@@ -97,35 +78,26 @@ def _load_hf(spec: str, target: str, device: torch.device, dtype: torch.dtype, a
 
     from faithtests.models.hf_dual import DUAL_MODEL_TYPES, HFDualEncoder
 
-    where, local_only = _hf_dir(spec, target, allow_download)
+    where, local_only = hf_location(spec, target, allow_download)
     config = _read_config(where, local_only)
     model_type = str(config.get("model_type", ""))
-    if model_type in DUAL_MODEL_TYPES:
-        return HFDualEncoder(spec, where, device=device, dtype=dtype, batch_size=batch_size,
-                             local_files_only=local_only)
-    if model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES:
-        from faithtests.models.hf_vlm import HFVisionLanguageModel
+    try:
+        if model_type in DUAL_MODEL_TYPES:
+            return HFDualEncoder(spec, where, device=device, dtype=dtype, batch_size=batch_size,
+                                 local_files_only=local_only)
+        if model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES:
+            from faithtests.models.hf_vlm import HFVisionLanguageModel
 
-        return HFVisionLanguageModel(spec, where, device=device, dtype=dtype, batch_size=batch_size,
-                                     local_files_only=local_only, **options)
+            return HFVisionLanguageModel(spec, where, device=device, dtype=dtype, batch_size=batch_size,
+                                         local_files_only=local_only, **options)
+    except (OSError, RuntimeError) as err:
+        if "ignore_mismatched_sizes" in str(err):  # transformers logged a table; name the files in one line
+            raise CheckpointError(f"{spec}: the weights in {where} do not fit the architecture in its "
+                                  "config.json (transformers reports size mismatches)") from err
+        raise
     raise UnsupportedModelError(
         f"{spec}: model_type {model_type!r} (architectures {config.get('architectures')}) is neither a dual "
         f"encoder ({sorted(DUAL_MODEL_TYPES)}) nor an image-text-to-text model known to transformers"
-    )
-
-
-def _reference_target(spec: str, name: str) -> str:
-    root = fixtures_root()
-    folder = root / name
-    if (folder / "open_clip_config.json").is_file():
-        return f"open_clip:local-dir:{folder}"
-    if (folder / "config.json").is_file():
-        return f"hf:{folder}"
-    available = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-    raise ModelNotFoundError(
-        f"{spec}: looked for {folder} holding open_clip_config.json (open_clip local-dir) or config.json "
-        f"(HF model); available reference models in {root}: {available or 'none'} "
-        "(train them with `faithtests train-reference`, or set FAITHTESTS_FIXTURES)"
     )
 
 
@@ -138,16 +110,18 @@ def load_model(
     **options: Any,
 ) -> ImageTextScorer | VisionLanguageModel:
     """Load the model a spec string names (see module doc). ``options`` go to the VLM adapter
-    (``prefix_cache``, ``answer_prefix``)."""
-    if not isinstance(spec, str) or not spec.startswith(PREFIXES):
-        raise ModelSpecError(f"unknown model spec {spec!r}; it must start with one of {list(PREFIXES)}")
+    (``prefix_cache``, ``answer_prefix``), except ``resize_pos_embed`` (open_clip: allow interpolating
+    position embeddings whose size differs from the config's; default: ``$FAITHTESTS_RESIZE_POS_EMBED``).
+
+    The spec and its files are checked first (:func:`check_spec`), so a mistake is named before
+    anything heavy is imported."""
+    check_spec(spec, allow_download)
+    resize = bool(options.pop("resize_pos_embed", os.environ.get(RESIZE_ENV, "") not in ("", "0")))
     dev, dt = resolve_device(device), resolve_dtype(dtype)
     if spec.startswith("reference:"):
-        name = spec.removeprefix("reference:")
-        if not name or "/" in name or name.startswith("."):
-            raise ModelSpecError(f"{spec}: a reference name is a folder name under fixtures/")
-        target = _reference_target(spec, name)
-        model = load_model(target, device, dtype, allow_download, batch_size, **options)
+        target = reference_target(spec, spec.removeprefix("reference:"))
+        model = load_model(target, device, dtype, allow_download, batch_size, resize_pos_embed=resize,
+                           **options)
         model.spec = spec
         return model
     if spec.startswith("vlm-scorer:"):
@@ -162,12 +136,11 @@ def load_model(
     if spec.startswith("open_clip:"):
         from faithtests.models.open_clip_adapter import OpenClipScorer
 
-        body = spec.removeprefix("open_clip:")
-        if not body:
-            raise ModelSpecError(f"{spec}: empty open_clip spec")
-        return OpenClipScorer(spec, body, device=dev, dtype=dt, batch_size=batch_size,
-                              allow_download=allow_download)
-    target = spec.removeprefix("hf:")
-    if not target:
-        raise ModelSpecError(f"{spec}: empty hf spec")
-    return _load_hf(spec, target, dev, dt, allow_download, batch_size, options)
+        return OpenClipScorer(spec, spec.removeprefix("open_clip:"), device=dev, dtype=dt,
+                              batch_size=batch_size, allow_download=allow_download, resize_pos_embed=resize)
+    if spec.startswith("hf:"):
+        return _load_hf(spec, spec.removeprefix("hf:"), dev, dt, allow_download, batch_size, options)
+    context = {"device": dev, "dtype": dt, "batch_size": batch_size}
+    if spec.startswith(PY_PREFIX):
+        return load_py(spec, **context)  # type: ignore[no-any-return]
+    return load_entry_point(spec, spec.split(":", 1)[0], **context)  # type: ignore[no-any-return]

@@ -17,6 +17,7 @@ import torch
 
 from faithtests.models.cache import EncodeCache, content_sha256, image_key, text_key
 from faithtests.models.store import OutputStore, model_namespace
+from faithtests.models.truncation import TruncationCounter
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -61,6 +62,8 @@ class CachedDualEncoder(ABC):
         self._meta = dict(meta)
         self._files: list[Path] = []  # set by subclasses: what the persistent cache's namespace hashes
         self.store_namespace: str | None = None  # set by use_store
+        # captions longer than the text context (subclasses set the limit and _token_lengths)
+        self.truncation = TruncationCounter("caption")
         ns = f"{spec}|{self._meta.get('checkpoint_sha256')}|{dtype}"
         self.image_cache: EncodeCache[Image.Image] = EncodeCache(
             f"{ns}|image", image_key, self._encode_images_normalised, batch_size
@@ -77,6 +80,10 @@ class CachedDualEncoder(ABC):
     @abstractmethod
     def _encode_text_batch(self, texts: list[str]) -> torch.Tensor:
         """Raw (unnormalised) text embeddings [n, D] for one batch."""
+
+    def _token_lengths(self, texts: list[str]) -> list[int]:
+        """Token counts of ``texts`` before the tokenizer cuts them (only called once a limit is set)."""
+        raise NotImplementedError
 
     # -- protocol ------------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -95,6 +102,7 @@ class CachedDualEncoder(ABC):
     def encode_texts(self, texts: Sequence[str]) -> torch.Tensor:
         """L2-normalised text embeddings [N, D] (float32, CPU), each unique text encoded once."""
         check_texts(texts)
+        self.truncation.observe(texts, self._token_lengths)
         return self.text_cache.get(list(texts))
 
     def similarity(self, images: Sequence[Image.Image], texts: Sequence[str]) -> torch.Tensor:
@@ -129,6 +137,10 @@ class CachedDualEncoder(ABC):
             "text_calls": self.text_cache.stats.calls,
         }
 
+    def truncation_info(self) -> dict[str, dict[str, Any]]:
+        """Inputs longer than the model's context, by kind (:mod:`.truncation`)."""
+        return {self.truncation.kind: self.truncation.as_info()}
+
     def fingerprint(self) -> dict[str, Any]:
         return {
             "spec": self.spec,
@@ -137,4 +149,5 @@ class CachedDualEncoder(ABC):
             "dtype": str(self.dtype).removeprefix("torch."),
             "device": str(self.device),
             **self._meta,
+            "truncated_inputs": self.truncation_info(),
         }

@@ -23,6 +23,7 @@ from faithtests.models.hf_vlm import DEFAULT_INSTRUCTION, HFVisionLanguageModel
 from faithtests.models.interfaces import Prompt
 from faithtests.models.scorer_base import check_images, check_texts
 from faithtests.models.store import OutputStore, digest
+from faithtests.models.truncation import hf_lengths
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -63,6 +64,7 @@ class VLMScorer:
             raise ValueError(f"similarity: {len(images)} images but {len(texts)} texts")
         check_images(images)
         check_texts(texts)
+        self.vlm.caption_truncation.observe(texts, hf_lengths(self.vlm.processor.tokenizer, False))
         keys = [(image_key(im), text_key(t)) for im, t in zip(images, texts, strict=True)]
         todo: dict[tuple[str, str], int] = {}
         for i, key in enumerate(keys):
@@ -116,6 +118,9 @@ class VLMScorer:
             "images_encoded": self.image_cache.stats.encoded,
         }
 
+    def truncation_info(self) -> dict[str, dict[str, Any]]:
+        return self.vlm.truncation_info()
+
     def fingerprint(self) -> dict[str, Any]:
         return {**self.vlm.fingerprint(), "spec": self.spec, "kind": "scorer", "score": self.score_kind,
-                "instruction": self.instruction}
+                "instruction": self.instruction, "truncated_inputs": self.truncation_info()}

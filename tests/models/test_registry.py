@@ -74,6 +74,7 @@ def test_hf_missing_path_and_uncached_repo(tmp_path: Path) -> None:
 
 def test_unsupported_model_type(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": ["BertModel"]}))
+    (tmp_path / "pytorch_model.bin").write_bytes(b"never read: the model type is refused first")
     with pytest.raises(UnsupportedModelError, match="'bert'"):
         load_model(f"hf:{tmp_path}")
 
@@ -86,6 +87,8 @@ def test_open_clip_errors(tmp_path: Path) -> None:
     with pytest.raises(ModelNotFoundError, match="not an open_clip architecture"):
         load_model("open_clip:No-Such-Net@x")
     with pytest.raises(ModelNotFoundError, match="neither a file nor a pretrained tag"):
+        load_model("open_clip:ViT-B-32@no_such_tag")
+    with pytest.raises(ModelNotFoundError, match=r"weights file .*missing\.safetensors does not exist"):
         load_model(f"open_clip:ViT-B-32@{tmp_path / 'missing.safetensors'}")
     with pytest.raises(ModelNotFoundError) as err:
         load_model("open_clip:ViT-B-32@laion2b_s34b_b79k")
@@ -110,11 +113,12 @@ def test_untrained_default_reference_model_skips_with_a_reason(
     pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A default reference model whose checkpoint is absent is skipped with the fix in the reason; a
-    spec the user names explicitly is never skipped (it errors, naming the path)."""
+    spec the user names explicitly is never skipped (a usage error at configure time, naming the path)."""
     monkeypatch.setenv("FAITHTESTS_FIXTURES", str(tmp_path))
     pytester.makepyfile("def test_vlm(faith_vlm):\n    pass\n")
     result = pytester.runpytest_subprocess("-p", "faithtests.plugin.hooks", "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*default reference:vlm is not trained yet*faithtests train-reference vlm*"])
     explicit = pytester.runpytest_subprocess("-p", "faithtests.plugin.hooks", "--faith-vlm", "reference:vlm")
-    explicit.assert_outcomes(errors=1)
+    assert explicit.ret == pytest.ExitCode.USAGE_ERROR
+    explicit.stderr.fnmatch_lines([f"ERROR: --faith-vlm: reference:vlm: looked for {tmp_path / 'vlm'} *"])
