@@ -25,7 +25,7 @@ from faithtests.data.errors import DataError, MissingImage
 from faithtests.data.records import AROItem, ImageRef, LoadResult, OrderItem
 
 VGSubset = Literal["relation", "attribution"]
-_FILES = {"relation": "visual_genome_relation.json", "attribution": "visual_genome_attribution.json"}
+VG_FILES = {"relation": "visual_genome_relation.json", "attribution": "visual_genome_attribution.json"}
 
 
 def _vg_item(item: Any, i: int, subset: VGSubset, path: Path, image_dir: Path) -> AROItem:
@@ -49,10 +49,10 @@ def _vg_item(item: Any, i: int, subset: VGSubset, path: Path, image_dir: Path) -
 def load_vg(subset: VGSubset, root: str | Path, *, annotation: str | Path | None = None,
             image_dir: str | Path | None = None, check_images: bool = True) -> LoadResult[AROItem]:
     """VG-Relation or VG-Attribution from ARO's folder layout (``root/<file>.json``, ``root/images``)."""
-    if subset not in _FILES:
+    if subset not in VG_FILES:
         raise ValueError(f"subset must be 'relation' or 'attribution', got {subset!r}")
     base = Path(root)
-    path = Path(annotation) if annotation is not None else base / _FILES[subset]
+    path = Path(annotation) if annotation is not None else base / VG_FILES[subset]
     images = Path(image_dir) if image_dir is not None else base / "images"
     data = read_json(path)
     if not isinstance(data, list):

@@ -10,6 +10,7 @@ from typing import Generic, TypeVar
 from PIL import Image, UnidentifiedImageError
 
 from faithtests.data.errors import ImageLoadError, MissingImage
+from faithtests.data.images import to_rgb
 
 R = TypeVar("R")
 
@@ -18,8 +19,10 @@ R = TypeVar("R")
 class ImageRef:
     """A lazily opened image file, optionally cropped to ``box`` = (left, top, right, bottom) pixels.
 
-    ``load()`` opens and decodes the file each call and returns an RGB image; a file that has gone
-    missing or does not decode raises :class:`ImageLoadError` naming the path.
+    ``load()`` opens and decodes the file each call and returns an 8-bit RGB image through
+    :func:`faithtests.data.images.to_rgb` (16-bit scaled, alpha composited on white, palette expanded);
+    a file that has gone missing, does not decode or has pixels without a defined range (float, 32-bit)
+    raises :class:`ImageLoadError` naming the path.
     """
 
     path: Path
@@ -32,7 +35,7 @@ class ImageRef:
         try:
             with Image.open(self.path) as im:
                 im.load()
-                rgb = im.convert("RGB")
+                rgb = to_rgb(im)
         except FileNotFoundError as e:
             raise ImageLoadError(self.path, "file not found") from e
         except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:

@@ -2,11 +2,12 @@
 
 - Options (group "faithtests"): ``--faith-device`` (``auto``: cuda if available, else cpu),
   ``--faith-dtype`` (float32), ``--faith-batch-size`` (16). The models come from ``--faith-model`` /
-  ``--faith-vlm``, parsed once into :class:`~faithtests.plugin.options.ModelSpec` (defaults
-  ``reference:clip`` / ``reference:vlm``).
+  ``--faith-vlm``, parsed once into :class:`~faithtests.plugin.options.ModelSpec`. The bundled
+  ``reference:clip`` and ``reference:vlm`` join only a run that names no model of either kind: naming
+  any ``--faith-model`` or ``--faith-vlm`` asks about those models alone, and a fixture with nothing to
+  run over is one test skipped with the reason (id ``none``).
 - ``faith_scorer`` runs over every ``--faith-model`` and then each ``--faith-vlm`` used as a scorer
-  (its caption log-likelihood; ``--faith-no-vlm-scorer`` turns that off); the default VLM joins only a
-  run that names no model at all.
+  (its caption log-likelihood; ``--faith-no-vlm-scorer`` turns that off).
 - Every test using a fixture is parametrised over the specs (ids = labels), carries one
   ``xdist_group`` mark per model (:mod:`.distribution`: a model stays on one worker, a small one per
   model stage), and the ``gpu`` mark when the device was set to CUDA explicitly (such tests skip on
@@ -30,14 +31,20 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from faithtests.data.names import DataNameError, resolve_path
 from faithtests.plugin.distribution import group_name, worker_device
-from faithtests.plugin.options import ModelSpec, Role, get_options, register_model_info
+from faithtests.plugin.options import (
+    DEFAULT_SCORER,
+    DEFAULT_VLM,
+    ModelSpec,
+    Role,
+    get_options,
+    register_model_info,
+)
 
 if TYPE_CHECKING:
     from faithtests.models.interfaces import ImageTextScorer, VisionLanguageModel
 
-DEFAULT_SCORER = "reference:clip"
-DEFAULT_VLM = "reference:vlm"
 _LOADED = pytest.StashKey[dict[tuple[str, str, str, int], Any]]()
 _LARGEST = pytest.StashKey[int]()  # parameters of the largest model this process loaded
 _THREADS = pytest.StashKey[dict[str, Any]]()  # the thread choice in effect (fingerprinted per model)
@@ -67,10 +74,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "of each --faith-vlm")
 
 
+@pytest.hookimpl(trylast=True)  # after faithtests.plugin.hooks has parsed the options
 def pytest_configure(config: pytest.Config) -> None:
     requested_threads(config)  # a bad --faith-threads / faith_threads is a usage error now, not at load
+    check_named_specs(config)  # a spec that cannot load is a usage error now, before any model loads
+    cache_dir(config)  # a symlink loop in --faith-cache is a usage error now, not an INTERNALERROR later
     if not config.pluginmanager.has_plugin("xdist"):
         config.addinivalue_line("markers", "xdist_group(name): models of one label stay on one xdist worker")
+
+
+def check_named_specs(config: pytest.Config) -> None:
+    """Every ``--faith-model`` / ``--faith-vlm`` spec checked without loading (prefix, files, configs,
+    weights headers): a bad one is one ``ERROR:`` line and exit 4, before any test runs. The bundled
+    defaults are not checked here: an untrained one skips with the reason (:func:`_untrained_default`)."""
+    from faithtests.models.checks import check_spec
+
+    for m in (*named_specs(config, "scorer"), *named_specs(config, "vlm")):
+        try:
+            check_spec(m.spec)
+        except (ValueError, OSError) as exc:
+            where = m.option if m.label == m.spec else f"{m.option} {m.label}"
+            raise pytest.UsageError(f"{where}: {exc}") from None
 
 
 def named_specs(config: pytest.Config, source: Role) -> tuple[ModelSpec, ...]:
@@ -80,24 +104,28 @@ def named_specs(config: pytest.Config, source: Role) -> tuple[ModelSpec, ...]:
     return opts.models if source == "scorer" else opts.vlms
 
 
+def names_any_model(config: pytest.Config) -> bool:
+    """Whether the run names a ``--faith-model`` or a ``--faith-vlm`` (then no bundled default joins)."""
+    return bool(named_specs(config, "scorer") or named_specs(config, "vlm"))
+
+
 def model_specs(config: pytest.Config, source: Role) -> tuple[ModelSpec, ...]:
-    """The specs of ``source`` with the default applied (``reference:clip`` / ``reference:vlm``)."""
-    if named := named_specs(config, source):
-        return named
+    """The specs of ``source``: the named ones, or the bundled default (``reference:clip`` /
+    ``reference:vlm``) when the run names no model of either kind, else none."""
+    if names_any_model(config):
+        return named_specs(config, source)
     return (ModelSpec.parse(DEFAULT_SCORER if source == "scorer" else DEFAULT_VLM, source),)
 
 
 def scorer_specs(config: pytest.Config) -> list[ModelSpec]:
     """What ``faith_scorer`` runs over: every ``--faith-model`` spec, then each ``--faith-vlm`` as a
-    scorer (its caption log-likelihood, SPEC "Common vocabulary"). The default VLM joins only a run
-    that names no model at all: naming ``--faith-model X`` alone asks about X."""
+    scorer (its caption log-likelihood, SPEC "Common vocabulary"), defaults included only when the run
+    names no model."""
     out = list(model_specs(config, "scorer"))
     if config.getoption("faith_no_vlm_scorer", False):
         return out
-    if named_specs(config, "vlm") or not named_specs(config, "scorer"):
-        taken = {m.label for m in out}
-        out += [m.as_scorer() for m in model_specs(config, "vlm") if m.label not in taken]
-    return out
+    taken = {m.label for m in out}
+    return out + [m.as_scorer() for m in model_specs(config, "vlm") if m.label not in taken]
 
 
 def vlm_specs(config: pytest.Config) -> list[ModelSpec]:
@@ -110,7 +138,7 @@ def _untrained_default(config: pytest.Config, m: ModelSpec) -> str | None:
     Only defaults: a spec the user named always loads, and a missing one is an error naming the path.
     """
     default = DEFAULT_SCORER if m.source == "scorer" else DEFAULT_VLM
-    if m.spec != default or named_specs(config, m.source):
+    if m.spec != default or names_any_model(config):
         return None
     from faithtests.models.locations import fixtures_root
 
@@ -137,7 +165,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             if (why := _untrained_default(metafunc.config, m)) is not None:
                 marks.append(pytest.mark.skip(reason=why))
             params.append(pytest.param(m, id=m.label, marks=marks))
+        if not params:  # e.g. --faith-model alone: the VLM tests say why they do not run
+            params.append(pytest.param(None, id="none", marks=pytest.mark.skip(reason=_none_named(fixture))))
         metafunc.parametrize(fixture, params, indirect=True, scope="session")
+
+
+def _none_named(fixture: str) -> str:
+    if fixture == "faith_vlm":
+        return ("no --faith-vlm named (the bundled reference:vlm runs only when no --faith-model and no "
+                "--faith-vlm is named)")
+    return ("no scorer to run: no --faith-model named and --faith-no-vlm-scorer (the bundled reference:clip "
+            "runs only when no model is named)")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's hook reads the marks
@@ -180,12 +218,21 @@ def load_cached(config: pytest.Config, spec: str) -> Any:
 
 
 def cache_dir(config: pytest.Config) -> str | None:
-    """``--faith-cache``, else the ini ``faith_cache`` (relative to the rootdir), else None (off)."""
+    """``--faith-cache``, else the ini ``faith_cache`` (relative to the ini file's folder, like every ini
+    path), else None (off)."""
     value = config.getoption("faith_cache", None)
     if value:
-        return str(value)
-    text = str(config.getini("faith_cache") or "").strip()
-    return str(config.rootpath / text) if text else None
+        where, label = config.invocation_params.dir / str(value), "--faith-cache"
+    elif text := str(config.getini("faith_cache") or "").strip():
+        base = config.inipath.parent if config.inipath else config.invocation_params.dir
+        where, label = base / text, "ini faith_cache"
+    else:
+        return None
+    try:
+        resolve_path(where, ".", label)
+    except DataNameError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return str(where)
 
 
 def output_store(config: pytest.Config) -> Any:
@@ -215,7 +262,11 @@ def faith_output_store(request: pytest.FixtureRequest) -> Any:
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
-    """Refresh each registered model's cache counters; the teardown report carries them to the controller."""
+    """Refresh each registered model's cache counters and counts of inputs longer than its context
+    (``truncated_inputs``); the teardown report carries them to the controller."""
+    for label, model in item.config.stash.get(_REGISTERED, {}).items():
+        if hasattr(model, "truncation_info"):
+            register_model_info(item.config, label, {"truncated_inputs": model.truncation_info()})
     store = item.config.stash.get(_STORE, None)
     if store is None:
         return
@@ -289,7 +340,10 @@ def _spec(request: pytest.FixtureRequest, role: Role) -> ModelSpec:
     if isinstance(param, ModelSpec):
         return param  # for faith_scorer, possibly a --faith-vlm used as a scorer
     # Requested indirectly (e.g. by another fixture) without parametrisation: the first spec.
-    return (scorer_specs if role == "scorer" else vlm_specs)(request.config)[0]
+    specs = (scorer_specs if role == "scorer" else vlm_specs)(request.config)
+    if not specs:
+        pytest.skip(_none_named("faith_scorer" if role == "scorer" else "faith_vlm"))
+    return specs[0]
 
 
 @pytest.fixture(scope="session")

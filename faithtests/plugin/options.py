@@ -15,6 +15,7 @@ from typing import Any, Literal, cast
 
 import pytest
 
+from faithtests.data.names import DATASETS, DataNameError, check_data, resolve_path
 from faithtests.scorecard.baseline import Tolerance
 from faithtests.scorecard.model import GateMode
 from faithtests.scorecard.thresholds import Thresholds
@@ -22,6 +23,11 @@ from faithtests.scorecard.thresholds import Thresholds
 GROUP = "faithtests"
 DEFAULT_THRESHOLDS = "suites/thresholds.toml"
 _LABEL = re.compile(r"^[A-Za-z0-9_.\-]+$")
+#: The bundled reference models: they join a run only when it names no --faith-model and no --faith-vlm.
+DEFAULT_SCORER = "reference:clip"
+DEFAULT_VLM = "reference:vlm"
+_DEFAULTS_RULE = (f"default: the bundled {DEFAULT_SCORER} and {DEFAULT_VLM}, only when no --faith-model "
+                  "and no --faith-vlm is named: naming any model drops all bundled defaults")
 
 
 Role = Literal["scorer", "vlm"]
@@ -84,6 +90,8 @@ class FaithOptions:
     limit: int | None = None
     seed: int = 0
     max_exemplars: int = 8
+    allow_missing: bool = False  # --faith-allow-missing: baseline keys absent from the run do not fail
+    allow_mismatch: frozenset[str] = frozenset()  # --faith-allow-mismatch: fingerprint fields let differ
 
     def model_specs(self) -> dict[str, str]:
         """label -> spec for every ``--faith-model`` and ``--faith-vlm``."""
@@ -130,7 +138,8 @@ def add_options(parser: pytest.Parser) -> None:
     opt("--faith-baseline", "faith_baseline", "baseline scorecard.json (or its directory) to gate against",
         metavar="FILE", ini_default="")
     g.addoption("--faith-update-baseline", dest="faith_update_baseline", action="store_true", default=None,
-                help="write this run's scorecard to --faith-baseline (never done without this flag)")
+                help="write this run's scorecard to --faith-baseline (never done without this flag; "
+                     "ini: faith_update_baseline)")
     parser.addini("faith_update_baseline", "write the scorecard to faith_baseline", type="bool",
                   default=False)
     opt("--faith-tolerance", "faith_tolerance",
@@ -140,21 +149,32 @@ def add_options(parser: pytest.Parser) -> None:
         choices=("point", "ci"), ini_default="point")
     opt("--faith-thresholds", "faith_thresholds", "user thresholds TOML merged over the defaults",
         metavar="FILE", ini_default="")
-    opt("--faith-model", "faith_model", "image-text scorer to test, [LABEL=]SPEC; repeatable",
+    opt("--faith-model", "faith_model",
+        f"image-text scorer to test, [LABEL=]SPEC; repeatable ({_DEFAULTS_RULE})",
         ini_type="linelist", ini_default=[], action="append", metavar="SPEC")
-    opt("--faith-vlm", "faith_vlm", "vision-language model to test, [LABEL=]SPEC; repeatable",
+    opt("--faith-vlm", "faith_vlm",
+        f"vision-language model to test, [LABEL=]SPEC; repeatable ({_DEFAULTS_RULE})",
         ini_type="linelist", ini_default=[], action="append", metavar="SPEC")
-    opt("--faith-data", "faith_data", "dataset location NAME=PATH; repeatable",
+    opt("--faith-data", "faith_data", "dataset location NAME=PATH; repeatable; NAME is one of "
+        f"{', '.join(DATASETS)} (checked before any model loads)",
         ini_type="linelist", ini_default=[], action="append", metavar="NAME=PATH")
     opt("--faith-limit", "faith_limit", "use at most N items per dataset (quick runs)", metavar="N",
         ini_default="")
     opt("--faith-seed", "faith_seed", "seed for sampling and bootstrap (default 0)", metavar="SEED",
         ini_default="0")
+    g.addoption("--faith-allow-missing", dest="faith_allow_missing", action="store_true", default=None,
+                help="baseline results this run does not produce (deselected tests, renamed labels) do "
+                     "not fail the gate (ini: faith_allow_missing)")
+    parser.addini("faith_allow_missing", "baseline results missing from the run do not fail the gate",
+                  type="bool", default=False)
+    opt("--faith-allow-mismatch", "faith_allow_mismatch",
+        "compare against a baseline whose fingerprint differs in these fields: FIELD[,FIELD] of seed, "
+        "limit, gate, data, thresholds, or all", metavar="FIELDS", ini_default="")
     parser.addini("faith_max_exemplars", "failure exemplars kept per test (default 8)", default="8")
     # default None (not the path) so that an explicitly configured file can be required to exist
     parser.addini(
         "faith_default_thresholds",
-        f"default thresholds TOML, relative to rootdir (default {DEFAULT_THRESHOLDS})",
+        f"default thresholds TOML, relative to the ini file's folder (default {DEFAULT_THRESHOLDS})",
         default=None,
     )
 
@@ -169,10 +189,27 @@ def _int(text: str, name: str, minimum: int) -> int:
     return value
 
 
+MISMATCH_FIELDS = ("seed", "limit", "gate", "data", "thresholds")  # fingerprint.COMPARABLE
+
+
+def _fields(text: str) -> frozenset[str]:
+    """``--faith-allow-mismatch``: comma-separated fields, or ``all``."""
+    names = {f.strip() for f in text.split(",") if f.strip()}
+    if "all" in names:
+        return frozenset(MISMATCH_FIELDS)
+    unknown = sorted(names - set(MISMATCH_FIELDS))
+    if unknown:
+        raise pytest.UsageError(f"--faith-allow-mismatch: unknown field(s) {', '.join(unknown)} "
+                                f"(fields: {', '.join(MISMATCH_FIELDS)}, or all)")
+    return frozenset(names)
+
+
 def parse_options(config: pytest.Config) -> FaithOptions:
     """Read every faithtests option; malformed values raise :class:`pytest.UsageError`."""
     cwd = config.invocation_params.dir
-    ini_dir = config.inipath.parent if config.inipath else config.rootpath
+    # without an ini file, ini defaults are relative to where pytest was started: the rootdir moves with
+    # the arguments (a path-like option value can move it up a folder)
+    ini_dir = config.inipath.parent if config.inipath else cwd
 
     def value(name: str) -> tuple[Any, Path]:
         cli = config.getoption(name)
@@ -180,9 +217,15 @@ def parse_options(config: pytest.Config) -> FaithOptions:
             return cli, cwd
         return config.getini(name), ini_dir
 
+    def resolved(base: Path, text: str, label: str) -> Path:
+        try:
+            return resolve_path(base, text, label)
+        except DataNameError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
     def path(name: str) -> Path | None:
         v, base = value(name)
-        return (base / str(v)).resolve() if v else None
+        return resolved(base, str(v), "--" + name.replace("_", "-")) if v else None
 
     def specs(name: str, source: Role) -> tuple[ModelSpec, ...]:
         raw, _ = value(name)
@@ -217,13 +260,15 @@ def parse_options(config: pytest.Config) -> FaithOptions:
             raise pytest.UsageError(f"--faith-data: {item!r} is not NAME=PATH")
         if name.strip() in data:
             raise pytest.UsageError(f"--faith-data: dataset {name.strip()!r} given twice")
-        data[name.strip()] = (data_base / p.strip()).resolve()
-    if "sugarcrepe" in data and "coco" not in data:
-        raise pytest.UsageError("--faith-data sugarcrepe=... needs the COCO images too: add --faith-data "
-                                "coco=DIR (its val2017/ holds the SugarCrepe images)")
+        data[name.strip()] = resolved(data_base, p.strip(), f"--faith-data {name.strip()}")
+    try:  # every name is one a suite reads, every path of the kind it reads: before any model loads
+        check_data(data)
+    except DataNameError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
     limit_text = str(value("faith_limit")[0] or "").strip()
     update = config.getoption("faith_update_baseline")
+    allow_missing = config.getoption("faith_allow_missing")
     default_ini = config.getini("faith_default_thresholds")
     default_th = DEFAULT_THRESHOLDS if default_ini is None else str(default_ini).strip()
     return FaithOptions(
@@ -233,7 +278,9 @@ def parse_options(config: pytest.Config) -> FaithOptions:
         tolerance=tolerance,
         gate=cast(GateMode, gate),
         thresholds_file=path("faith_thresholds"),
-        default_thresholds=(config.rootpath / default_th).resolve() if default_th else None,
+        # ini_dir, never the rootdir: a --faith-baseline outside the tree moves the rootdir up, which
+        # silently dropped suites/thresholds.toml
+        default_thresholds=(ini_dir / default_th).resolve() if default_th else None,
         default_thresholds_explicit=default_ini is not None,
         models=models,
         vlms=vlms,
@@ -241,4 +288,6 @@ def parse_options(config: pytest.Config) -> FaithOptions:
         limit=_int(limit_text, "--faith-limit", 1) if limit_text else None,
         seed=_int(str(value("faith_seed")[0]), "--faith-seed", 0),
         max_exemplars=_int(str(config.getini("faith_max_exemplars")), "faith_max_exemplars", 0),
+        allow_missing=bool(config.getini("faith_allow_missing") if allow_missing is None else allow_missing),
+        allow_mismatch=_fields(str(value("faith_allow_mismatch")[0] or "")),
     )

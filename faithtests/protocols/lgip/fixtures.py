@@ -6,9 +6,11 @@ combined flips), so under xdist the three are separate model stages that differe
 (``flip_family`` is an indirect parameter: it names the stage; test ids do not show it). The invariance
 stage also scores one unrelated caption per base caption (``invariance_unrelated``, for E_inv_rel).
 
-Datasets: the reference world always runs; COCO captions and SugarCrepe join when ``--faith-data``
-names them (``coco=DIR`` with ``annotations/`` and ``val2017/``; ``sugarcrepe=DIR`` with the split
-JSONs, whose images are read from the COCO directory's ``val2017/``). The scorer under test is the
+Datasets: the reference world always runs; COCO captions, an LGIP JSONL and SugarCrepe join when
+``--faith-data`` names them (``coco=DIR`` with ``annotations/`` and ``val2017/``; ``lgip=FILE``, LGIP's
+released perturbation JSONL, whose stored paraphrases feed invariance and whose flips feed the flip
+tests; ``sugarcrepe=DIR`` with the split JSONs, whose images are read from the COCO directory's
+``val2017/``). The scorer under test is the
 plugin's ``faith_scorer`` fixture, requested by name. torch loads only when a fixture runs.
 """
 
@@ -90,33 +92,50 @@ def kind_slice(labels: str, kind: str) -> str:
 
 
 def datasets(config: pytest.Config, *, flips: bool) -> list[str]:
-    """The world, then COCO and (for flips) SugarCrepe when ``--faith-data`` names them."""
+    """The world, then COCO, an LGIP JSONL and (for flips) SugarCrepe when ``--faith-data`` names them."""
     data = run_config(config).data
     names = ["world"]
-    if "coco" in data:
-        names.append("coco")
+    names += [name for name in ("coco", "lgip") if name in data]
     if flips and "sugarcrepe" in data:
         names.append("sugarcrepe")
     return names
 
 
+#: A user's LGIP file brings its own flip types: one overall case (types as slices) and the combined flips.
+FILE_FLIP_CASES = ("all", "combined")
+_FIELDS = {"paraphrase": "paraphrases (same_caps)", "flip": "flips (diff_caps)",
+           "combined": "combined flips (combined_caps)"}
+
+
+def _absent(config: pytest.Config, dataset: str, family: str) -> list[pytest.MarkDecorator]:
+    """A skip mark naming what an LGIP file lacks when it has no pairs of ``family`` (a file may carry
+    only flips, say); the file is read here, at collection (model-free, once per session)."""
+    if dataset != "lgip" or _workload(config, dataset).of_family(family):
+        return []
+    return [pytest.mark.skip(reason=f"--faith-data lgip: the file has no {_FIELDS[family]}")]
+
+
+def _cases(dataset: str) -> tuple[str, ...]:
+    # SugarCrepe brings its own flip types (its splits): one overall case, splits as slices.
+    return ("all",) if dataset == "sugarcrepe" else FILE_FLIP_CASES if dataset == "lgip" else FLIP_CASES
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    config = metafunc.config
     if "invariance_data" in metafunc.fixturenames:
-        metafunc.parametrize("invariance_data", datasets(metafunc.config, flips=False), indirect=True,
-                             scope="session")
+        metafunc.parametrize("invariance_data", [
+            pytest.param(d, id=d, marks=_absent(config, d, "paraphrase"))
+            for d in datasets(config, flips=False)], indirect=True, scope="session")
     if "flip_case" in metafunc.fixturenames:
-        # SugarCrepe brings its own flip types (its splits): one overall case, splits as slices.
-        cases = [(d, t) for d in datasets(metafunc.config, flips=True)
-                 for t in (("all",) if d == "sugarcrepe" else FLIP_CASES)]
-        metafunc.parametrize("flip_data,flip_family,flip_case", [(d, family_of_case(t), t) for d, t in cases],
-                             indirect=["flip_data", "flip_family"], ids=[f"{d}-{t}" for d, t in cases],
-                             scope="session")
+        cases = [(d, t) for d in datasets(config, flips=True) for t in _cases(d)]
+        metafunc.parametrize("flip_data,flip_family,flip_case", [
+            pytest.param(d, family_of_case(t), t, id=f"{d}-{t}", marks=_absent(config, d, family_of_case(t)))
+            for d, t in cases], indirect=["flip_data", "flip_family"], scope="session")
     if "strength_bin" in metafunc.fixturenames:
-        names = datasets(metafunc.config, flips=False)
-        metafunc.parametrize("flip_data,flip_family,strength_bin",
-                             [(d, "flip", b) for d in names for b in STRENGTH_BINS],
-                             indirect=["flip_data", "flip_family"],
-                             ids=[f"{d}-{b}" for d in names for b in STRENGTH_BINS], scope="session")
+        names = datasets(config, flips=False)
+        metafunc.parametrize("flip_data,flip_family,strength_bin", [
+            pytest.param(d, "flip", b, id=f"{d}-{b}", marks=_absent(config, d, "flip"))
+            for d in names for b in STRENGTH_BINS], indirect=["flip_data", "flip_family"], scope="session")
 
 
 def family_of_case(case: str) -> str:
@@ -125,7 +144,12 @@ def family_of_case(case: str) -> str:
 
 
 def _workload(config: pytest.Config, name: str) -> Any:
-    from faithtests.protocols.lgip.sources import coco_workload, sugarcrepe_workload, world_workload
+    from faithtests.protocols.lgip.sources import (
+        coco_workload,
+        lgip_workload,
+        sugarcrepe_workload,
+        world_workload,
+    )
 
     cache = config.stash.setdefault(_WORKLOADS, {})
     if name not in cache:
@@ -134,6 +158,8 @@ def _workload(config: pytest.Config, name: str) -> Any:
             cache[name] = world_workload(run.capped(WORLD_IMAGES), seed=run.seed)
         elif name == "coco":
             cache[name] = coco_workload(run.data["coco"], limit=run.limit)
+        elif name == "lgip":
+            cache[name] = lgip_workload(run.data["lgip"], limit=run.limit)
         else:  # the plugin checked that COCO (its val2017/ holds the images) comes with SugarCrepe
             cache[name] = sugarcrepe_workload(run.data["sugarcrepe"], run.data["coco"] / "val2017",
                                               limit=run.limit)
@@ -249,3 +275,34 @@ def record_missing(faith: Any, scored: Scored) -> None:
     wl = scored.workload
     faith.invalid("missing image", len(wl.missing), total=len(wl.missing) + len(wl.images),
                   examples=[str(m.path) for m in wl.missing[:5]])
+
+
+def pair_id(p: Any) -> str:
+    """An LGIP pair's item id in the scorecard: ``image|caption|perturbed caption``."""
+    return f"{p.image_id}|{p.caption_id}|{p.perturbed}"
+
+
+
+def finite_pairs(faith: Any, scored: Scored, idx: Any) -> np.ndarray:
+    """The pairs of ``idx`` with both scores finite. The others (NaN or inf from a broken model) are
+    counted per pair as 'non-finite score' and fail every later check of the model
+    (``Faith.nonfinite``), so the metrics aggregate only usable pairs instead of crashing."""
+    return finite_invariance(faith, scored, idx, None)[0]
+
+
+def finite_invariance(faith: Any, scored: Scored, idx: Any,
+                      unrel: Unrelated | None) -> tuple[np.ndarray, Unrelated]:
+    """:func:`finite_pairs` of the paraphrase pairs ``idx`` and of the unrelated-caption pairs, screened
+    together so the scorecard counts them once (one 'non-finite score' entry per test)."""
+    import numpy as np
+
+    idx = np.asarray(idx, dtype=int)
+    unrel = unrel or Unrelated((), np.zeros(0), np.zeros(0))
+    scores = np.stack([np.concatenate([scored.base[idx], unrel.base]),
+                       np.concatenate([scored.perturbed[idx], unrel.unrelated])], axis=1)
+    ids = [pair_id(scored.workload.pairs[int(i)]) for i in idx] + [pair_id(p) for p in unrel.pairs]
+    ok = faith.nonfinite(scores, ids)
+    ok_p, ok_u = ok[:idx.size], ok[idx.size:]
+    kept = Unrelated(tuple(p for p, k in zip(unrel.pairs, ok_u, strict=True) if k), unrel.base[ok_u],
+                     unrel.unrelated[ok_u])
+    return cast("np.ndarray", idx[ok_p]), kept

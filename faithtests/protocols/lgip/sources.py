@@ -1,9 +1,9 @@
 """LGIP workloads: the (image, caption, perturbed caption) pairs one run of the invariance/flip suites scores.
 
-A workload is built once per dataset (reference world, COCO captions, SugarCrepe) and is model-free:
-images are lazy loaders keyed by id, pairs come from :mod:`faithtests.protocols.lgip.perturb`. Missing
-images are
-kept in ``missing`` so the suites can count them in the scorecard instead of dropping them.
+A workload is built once per dataset (reference world, COCO captions, an LGIP JSONL, SugarCrepe) and
+is model-free: images are lazy loaders keyed by id, pairs come from
+:mod:`faithtests.protocols.lgip.perturb` (or the JSONL's stored pairs). Missing images are kept in ``missing``
+so the suites can count them in the scorecard instead of dropping them.
 """
 
 from __future__ import annotations
@@ -80,6 +80,19 @@ def coco_workload(root: str | Path, limit: int | None = None) -> LGIPWorkload:
     )
     images: dict[str, ImageLoader] = {r.image_id: r.image.load for r in records}
     return LGIPWorkload("coco", images, pairs, loaded.missing, sum(len(r.captions) for r in records))
+
+
+def lgip_workload(path: str | Path, limit: int | None = None) -> LGIPWorkload:
+    """An LGIP perturbation JSONL (:mod:`.jsonl`): its stored paraphrases, typed flips and combined flips,
+    scored as they are (no perturbations are generated); images resolve against the file's folder."""
+    from faithtests.protocols.lgip.jsonl import load_lgip_jsonl
+    from faithtests.protocols.lgip.perturb import pairs_from_lgip_record
+
+    loaded = load_lgip_jsonl(path)
+    records = loaded.records[:limit] if limit else loaded.records
+    pairs = tuple(p for r in records for p in pairs_from_lgip_record(r))
+    images: dict[str, ImageLoader] = {r.record_id: r.image.load for r in records}
+    return LGIPWorkload("lgip", images, pairs, loaded.missing, sum(len(r.captions) for r in records))
 
 
 def sugarcrepe_workload(root: str | Path, image_dir: str | Path, limit: int | None = None) -> LGIPWorkload:

@@ -2,12 +2,20 @@
 record under one VLM, computed once per session. The VLM under test is the plugin's ``faith_vlm``
 fixture, requested by name. torch loads only when a fixture runs.
 
-Records: the reference world always; SugarCrepe too when ``--faith-data`` names it and COCO.
+Records: the reference world always; then each forced-choice data set ``--faith-data`` names, its first
+:data:`S3E_DATA_RECORDS` usable records: SugarCrepe (with COCO, whose val2017/ holds its images; positive
+vs hard negative), ARO (``aro=DIR``: VG-Relation and VG-Attribution, whichever of the two JSONs the
+folder holds, images cropped to their boxes; true vs false caption) and Winoground (``winoground=DIR``:
+each image with its own caption vs the other one). Records whose image is missing are counted, never
+dropped silently.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -19,8 +27,11 @@ if TYPE_CHECKING:  # numpy is not imported at plugin load
 
 #: World records per run (stress types cycle object / attribute / relation / compositional).
 S3E_WORLD_RECORDS = 64
-#: SugarCrepe records per run when --faith-data sugarcrepe is given (first N with an image present).
-S3E_SUGARCREPE_RECORDS = 64
+#: Records per --faith-data set (sugarcrepe, aro, winoground) per run: the first N with an image present.
+S3E_DATA_RECORDS = 64
+S3E_SUGARCREPE_RECORDS = S3E_DATA_RECORDS  # the older name
+#: The --faith-data names S3E reads, in the order their records join the world's.
+S3E_DATASETS = ("sugarcrepe", "aro", "winoground")
 #: Eq. 2's reference state. The paper's scores are "preserve-anchored" (Table 6, §3.3, App. M's 8 passes
 #: per record): S is measured against the c+-vs-c_pres prompt. SPEC §2b reads it as a separate
 #: positive-vs-positive prompt ("pos"); both are computed from the same 9-prompt pass, "pres" is reported.
@@ -47,21 +58,57 @@ def _s3e_records(config: pytest.Config) -> tuple[list[Any], dict[str, Any], dict
     world = s3e_records(run.capped(S3E_WORLD_RECORDS), seed=run.seed)
     records = [w.record for w in world]
     images: dict[str, Any] = {w.record.item_id: w.image for w in world}
-    excluded: dict[str, int] = {}
-    if "sugarcrepe" in run.data:  # with coco (the plugin checked): its val2017/ holds the images
-        from faithtests.data.sugarcrepe import load_sugarcrepe
-        from faithtests.protocols.s3e.roles import build_s3e_records
-        from faithtests.protocols.s3e.sources import from_sugarcrepe
+    excluded: Counter[str] = Counter()
+    from faithtests.protocols.s3e.roles import build_s3e_records
 
-        loaded = load_sugarcrepe(run.data["sugarcrepe"], run.data["coco"] / "val2017")
-        ss = from_sugarcrepe(loaded.records)
+    for name in (n for n in S3E_DATASETS if n in run.data):
+        ss, n_missing = _user_sources(name, run.data)
         built, counts = build_s3e_records(ss.sources, seed=run.seed)
-        excluded = dict(counts)
-        excluded["missing image"] = len(loaded.missing)
-        for r in built[:run.capped(S3E_SUGARCREPE_RECORDS)]:
+        excluded.update(counts)
+        excluded["missing image"] += n_missing
+        for r in built[:run.capped(S3E_DATA_RECORDS)]:
             records.append(r)
             images[r.item_id] = ss.images[r.item_id].load
-    return records, images, excluded
+    return records, images, dict(excluded)
+
+
+def _user_sources(name: str, data: Mapping[str, Path]) -> tuple[Any, int]:
+    """The role sources (an ``s3e.sources.SourceSet``) of one --faith-data set and its missing images."""
+    from faithtests.protocols.s3e import sources
+
+    if name == "sugarcrepe":  # with coco (the plugin checked): its val2017/ holds the images
+        from faithtests.data.sugarcrepe import load_sugarcrepe
+
+        loaded = load_sugarcrepe(data["sugarcrepe"], data["coco"] / "val2017")
+        return sources.from_sugarcrepe(loaded.records), len(loaded.missing)
+    if name == "aro":
+        from faithtests.data.aro import VG_FILES, VGSubset, load_vg
+
+        items: list[Any] = []
+        n_missing = 0
+        subsets: tuple[VGSubset, ...] = ("relation", "attribution")
+        for subset in subsets:
+            if (data["aro"] / VG_FILES[subset]).is_file():  # the plugin checked that one of them is there
+                vg = load_vg(subset, data["aro"])
+                items += vg.records
+                n_missing += len(vg.missing)
+        return sources.from_aro(items), n_missing
+    from faithtests.data.winoground import load_winoground
+
+    wino = load_winoground(data["winoground"])
+    return sources.from_winoground(wino.records), len(wino.missing)
+
+
+def s3e_dataset(config: pytest.Config) -> str:
+    """The dataset name in S3E test ids (``[world-reference:vlm-orig]``): the world, joined by every
+    --faith-data set pooled into the records (``world+sugarcrepe+aro``)."""
+    data = run_config(config).data
+    return "+".join(("world", *(name for name in S3E_DATASETS if name in data)))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "s3e_data" in metafunc.fixturenames:  # the dataset names the test, as in every other protocol
+        metafunc.parametrize("s3e_data", [s3e_dataset(metafunc.config)], indirect=True, scope="session")
 
 
 @pytest.fixture
@@ -75,3 +122,20 @@ def s3e_data(request: pytest.FixtureRequest, faith_vlm: Any) -> S3EData:
         run = run_forced_choice(faith_vlm, records, lambda r: images[r.item_id]())
         cache[faith_vlm.spec] = S3EData(records, images, run.logits, run.states, excluded)
     return cache[faith_vlm.spec]
+
+
+def finite_records(faith: Any, s3e: S3EData, *, states: bool = False) -> S3EData:
+    """``s3e`` without the records whose A/B logits (with ``states``, also pre-answer states) hold NaN or
+    inf: those are counted per record as 'non-finite score' and fail every later check of the model
+    (``Faith.nonfinite``), so the metrics aggregate only usable records instead of crashing."""
+    import numpy as np
+
+    n = len(s3e.records)
+    rows = s3e.logits.reshape(n, -1)
+    if states:  # a float64 sum of finite float32 states cannot overflow: NaN/inf iff a state is
+        rows = np.concatenate([rows, s3e.states.sum(axis=(0, 2, 3, 4), dtype=np.float64)[:, None]], axis=1)
+    ok = faith.nonfinite(rows, [r.item_id for r in s3e.records], what="A/B logits")
+    if ok.all():
+        return s3e
+    return replace(s3e, records=[r for r, k in zip(s3e.records, ok, strict=True) if k], logits=s3e.logits[ok],
+                   states=s3e.states[:, ok])
