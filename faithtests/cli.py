@@ -1,8 +1,11 @@
 """The ``faithtests`` command: compare | merge | render | train-reference.
 
 User errors (a missing file, bad JSON, a schema mismatch, a bad tolerance) print one line on stderr
-naming the file and exit with status 2; they never show a traceback. ``compare`` exits 0 whatever the
-deltas are: it reports, the pytest baseline gate decides.
+naming the file and exit with status 2; they never show a traceback. ``compare`` gates like the pytest
+baseline gate: exit 1 when a metric regressed by more than ``--tolerance``, else 0. By default it
+compares the checked metrics (those with a threshold check in either run); ``--all`` compares and gates
+every metric. ``merge`` refuses (exit 2, naming the field) shards whose fingerprints differ in models,
+seed, limit, gate, data sets or thresholds.
 
 Other modules can contribute subcommands without this module importing them at start-up (which would
 pull in torch for every ``faithtests render``): see :data:`EXTERNAL_SUBCOMMANDS`.
@@ -72,14 +75,15 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from faithtests.scorecard.baseline import compare, format_comparison
 
     baseline, current = _read(args.a), _read(args.b)
-    comparison = compare(current, baseline, args.tolerance)
+    comparison = compare(current, baseline, args.tolerance, checked_only=not args.all)
+    status = 1 if comparison.regressions else 0
     if args.csv is not None:
         from faithtests.scorecard.frames import deltas_frame
 
         frame = deltas_frame(comparison)
         if args.csv == "-":
             frame.to_csv(sys.stdout, index=False)
-            return 0
+            return status
         try:
             frame.to_csv(args.csv, index=False)
         except OSError as exc:
@@ -89,7 +93,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     else:
         print(f"baseline: {args.a}\ncurrent:  {args.b}")
         print(format_comparison(comparison, show_unchanged=not args.changed_only, max_flips=args.max_flips))
-    return 0
+        if not args.all:
+            print("compared the checked metrics only (--all: every metric)")
+        if status:
+            n, tol = len(comparison.regressions), comparison.tolerance
+            print(f"FAIL: {n} regression(s) beyond tolerance {tol}: exit status 1")
+    return status
 
 
 def _write_html(
@@ -115,7 +124,7 @@ def _write_html(
 def _cmd_merge(args: argparse.Namespace) -> int:
     parts = [_read(p) for p in args.parts]
     try:
-        merged = merge_scorecards(parts)
+        merged = merge_scorecards(parts, list(args.parts))
     except ScorecardError as exc:
         raise UsageError(f"merging {', '.join(args.parts)}: {exc}") from exc
     out = Path(args.output)
@@ -186,7 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("compare", help="metric deltas (and item flips) from run A (baseline) to run B")
+    p = sub.add_parser("compare", help="metric deltas (and item flips) from run A (baseline) to run B; "
+                       "exit 1 on a regression")
     p.add_argument("a", metavar="A", help="baseline: report dir or scorecard.json")
     p.add_argument("b", metavar="B", help="current: report dir or scorecard.json")
     p.add_argument(
@@ -199,6 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", metavar="PATH", default=None,
                    help="also write one row per metric (pandas-ready) to PATH; '-': only the CSV, on stdout")
     p.add_argument("--changed-only", action="store_true", help="hide unchanged metrics")
+    p.add_argument("--all", action="store_true",
+                   help="compare and gate every metric (default: only metrics with a threshold check)")
     p.add_argument(
         "--max-flips", type=_count, default=50, help="item flips listed in text output (default 50)"
     )

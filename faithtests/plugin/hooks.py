@@ -22,48 +22,42 @@ from typing import Any
 import pytest
 
 from faithtests.config import RUN_CONFIG, RunConfig
+from faithtests.plugin.controller import (
+    MESSAGE_CHARS,
+    MODELS_PROPERTY,
+    PROPERTY,
+    TEARDOWN_PROPERTY,
+    Controller,
+    baseline_file,
+    wants_record,
+)
+from faithtests.plugin.lifecycle import check_comparable
 from faithtests.plugin.options import (
     FAITH_DECLARED,
     FAITH_MODEL_INFO,
     FAITH_OPTIONS,
     FAITH_THRESHOLDS,
-    FaithOptions,
+    MISMATCH_FIELDS,
     ModelSpec,
     add_options,
     get_options,
     parse_options,
 )
-from faithtests.scorecard.baseline import Comparison, compare
-from faithtests.scorecard.fingerprint import build_fingerprint, now_iso
-from faithtests.scorecard.model import TestRecord
+from faithtests.scorecard.model import TestRecord, test_key
 from faithtests.scorecard.recording import Faith, FaithCheckFailed
-from faithtests.scorecard.scorecard import (
-    Scorecard,
-    ScorecardError,
-    atomic_write_text,
-    read_scorecard,
-    write_scorecard,
-)
-from faithtests.scorecard.summary import summary_lines
+from faithtests.scorecard.scorecard import Scorecard, ScorecardError, read_scorecard
 from faithtests.scorecard.thresholds import ThresholdError, load_thresholds
 
-PROPERTY = "faithtests"  # user_properties name carrying a TestRecord (JSON)
-TEARDOWN_PROPERTY = "faithtests-teardown"  # a teardown error of a recorded test (JSON message)
-MODELS_PROPERTY = "faithtests-models"  # model info registered by session fixtures (JSON)
-MESSAGE_CHARS = 1000
+__all__ = ["MODELS_PROPERTY", "PROPERTY", "TEARDOWN_PROPERTY", "Controller", "baseline_file"]
 
 FAITH_KEY = pytest.StashKey[Faith]()
 _SENT_INFO = pytest.StashKey[dict[str, dict[str, Any]]]()
-_CONTROLLER = pytest.StashKey["Controller"]()
+_CONTROLLER = pytest.StashKey[Controller]()
+_SETUP_S = pytest.StashKey[float]()  # the setup phase's seconds, added to the call's
 
 
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
-
-
-def baseline_file(path: Path) -> Path:
-    """A baseline given as a directory (existing, or without a ``.json`` suffix) means its scorecard."""
-    return path / "scorecard.json" if path.is_dir() or path.suffix != ".json" else path
 
 
 # -- options, markers, configuration ---------------------------------------------------------------
@@ -114,6 +108,11 @@ def pytest_configure(config: pytest.Config) -> None:
                 f"--faith-baseline: {path} does not exist (create it with --faith-update-baseline)"
             )
     controller = Controller(config, opts, baseline)
+    if baseline is not None and opts.baseline is not None:
+        # checked before any test runs: a baseline of other data or settings lists fake regressions
+        allowed = set(MISMATCH_FIELDS) if opts.update_baseline else set(opts.allow_mismatch)
+        check_comparable(baseline.fingerprint, controller.run_fields(), allowed,
+                         str(baseline_file(opts.baseline)), controller.notes)
     config.stash[_CONTROLLER] = controller
     config.pluginmanager.register(controller, "faithtests-controller")
 
@@ -135,6 +134,8 @@ def _cuda_missing_reason() -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if FAITH_OPTIONS in config.stash:
+        _check_unique_keys(items)
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:  # keep torch unimported for runs without GPU tests
         return
@@ -142,6 +143,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if reason is not None:
         for item in gpu_items:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def _check_unique_keys(items: list[pytest.Item]) -> None:
+    """Two recorded tests with one key (same file name in two folders, same test) would overwrite each
+    other's results: a usage error naming both."""
+    seen: dict[str, str] = {}
+    for item in items:
+        if not wants_record(item):
+            continue
+        key = record_test_id(item)
+        if key in seen and seen[key] != item.nodeid:
+            raise pytest.UsageError(
+                f"faithtests: {seen[key]} and {item.nodeid} have the same result key {key!r} (keys are the "
+                "test file's name, the test and its parameters): rename one test file or test")
+        seen[key] = item.nodeid
 
 
 # -- the faith fixture -------------------------------------------------------------------------------
@@ -166,15 +182,16 @@ def _label(value: object) -> str | None:
 
 
 def record_test_id(item: pytest.Item) -> str:
-    """The node id without the ``@group`` suffix xdist adds under ``--dist loadgroup``, so serial and
-    parallel runs of a suite record the same test ids (and baselines match across them)."""
+    """The test's result key, ``<test file name>::<test name[params]>`` (:func:`test_key`): the same
+    whatever pytest's rootdir, cwd or option values, and without the ``@group`` suffix xdist adds under
+    ``--dist loadgroup``, so serial and parallel runs record the same keys (and baselines match)."""
     nodeid = item.nodeid
     groups = [str(m.args[0] if m.args else m.kwargs.get("name", "default"))
               for m in item.iter_markers("xdist_group")]
     for suffix in {"@" + "_".join(sorted(set(groups))), *("@" + g for g in groups)} if groups else ():
         if nodeid.endswith(suffix):
-            return nodeid.removesuffix(suffix)
-    return nodeid
+            return test_key(nodeid.removesuffix(suffix))
+    return test_key(nodeid)
 
 
 def model_param(item: pytest.Item) -> ModelSpec | None:
@@ -191,6 +208,13 @@ def callspec_labels(item: pytest.Item) -> tuple[str, str]:
     model = spec.label if spec is not None else (_label(params.get("model")) or "")
     variant = _label(params["variant"]) if "variant" in params else None
     return model, variant or "base"
+
+
+def callspec_dataset(item: pytest.Item) -> str:
+    """The dataset a test runs on: the value of its dataset parameter (a protocol fixture named
+    ``*_data`` parametrised with the dataset's name, e.g. ``flip_data="world"``), "" when it has none."""
+    params: dict[str, object] = getattr(getattr(item, "callspec", None), "params", {})
+    return next((v for k, v in params.items() if k.endswith("_data") and isinstance(v, str)), "")
 
 
 @pytest.fixture
@@ -211,6 +235,7 @@ def faith(request: pytest.FixtureRequest) -> Faith:
         role=spec.role if (spec := model_param(item)) is not None else None,
         declared=request.config.stash[FAITH_DECLARED],
     )
+    recorder.record.dataset = callspec_dataset(item)
     item.stash[FAITH_KEY] = recorder
     return recorder
 
@@ -243,10 +268,6 @@ def _message(call: pytest.CallInfo[None], report: pytest.TestReport) -> str:
     return call.excinfo.exconly()[:MESSAGE_CHARS]
 
 
-def _wants_record(item: pytest.Item) -> bool:
-    return "faith" in getattr(item, "fixturenames", ()) or item.get_closest_marker("suite") is not None
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
@@ -261,7 +282,9 @@ def pytest_runtest_makereport(
     if pending:
         props.append((MODELS_PROPERTY, json.dumps(pending, sort_keys=True, default=str)))
         sent.update({k: dict(v) for k, v in pending.items()})  # copies: later registrations merge in place
-    if _wants_record(item):
+    if wants_record(item):
+        if call.when == "setup":  # session fixtures (model stages) run here: part of the test's cost
+            item.stash[_SETUP_S] = report.duration
         if call.when == "call" or (call.when == "setup" and not report.passed):
             recorder = item.stash.get(FAITH_KEY, None)
             try:
@@ -269,7 +292,8 @@ def pytest_runtest_makereport(
             except ValueError as exc:  # a bad suite marker: keep the test, name the problem
                 record = TestRecord(record_test_id(item), "", message=str(exc))
             record.outcome = _outcome(report)
-            record.duration = report.duration
+            setup_s = item.stash.get(_SETUP_S, 0.0) if call.when == "call" else 0.0
+            record.duration = report.duration + setup_s
             record.message = _message(call, report) or record.message
             try:
                 payload = json.dumps(record.to_json(), allow_nan=False)
@@ -283,124 +307,3 @@ def pytest_runtest_makereport(
     if props:  # a new list: the item's own user_properties must not carry these into later phases
         report.user_properties = [*report.user_properties, *props]
     return report
-
-
-# -- the controller: collect, gate, write, summarise ------------------------------------------------
-class Controller:
-    """Lives on the controller process only (registered in ``pytest_configure``)."""
-
-    def __init__(self, config: pytest.Config, opts: FaithOptions, baseline: Scorecard | None) -> None:
-        self.config = config
-        self.opts = opts
-        self.baseline = baseline
-        self.start = now_iso()
-        self.records: dict[str, TestRecord] = {}
-        self.models: dict[str, dict[str, Any]] = {}
-        self.scorecard: Scorecard | None = None
-        self.comparison: Comparison | None = None
-        self.written: list[Path] = []
-        self.notes: list[str] = []
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        for name, value in report.user_properties:
-            if name == PROPERTY:
-                rec = TestRecord.from_json(json.loads(str(value)))
-                self.records[rec.test] = rec
-            elif name == TEARDOWN_PROPERTY:
-                test, message = json.loads(str(value))
-                if test in self.records:
-                    rec = self.records[test]
-                    rec.outcome = "error"
-                    rec.message = "; ".join(m for m in (rec.message, f"teardown: {message}") if m)
-            elif name == MODELS_PROPERTY:
-                self.models.update(json.loads(str(value)))
-
-    def _fingerprint(self) -> dict[str, Any]:
-        models = dict(self.models)
-        for rec in sorted(self.records.values(), key=lambda r: r.test):
-            models.update(rec.models)
-        thresholds = self.config.stash[FAITH_THRESHOLDS]
-        workers = self.config.getoption("numprocesses", None)
-        return build_fingerprint(
-            root=self.config.rootpath,
-            start=self.start,
-            end=now_iso(),
-            argv=list(self.config.invocation_params.args),
-            seed=self.opts.seed,
-            device=self.config.getoption("faith_device", None),
-            dtype=self.config.getoption("faith_dtype", None),
-            model_specs=self.opts.model_specs(),
-            models=models,
-            gate=self.opts.gate,
-            tolerance=str(self.opts.tolerance),
-            thresholds_files=thresholds.files,
-            workers=workers if isinstance(workers, int) else None,
-        )
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if not self.records:
-            return
-        complete = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and not (
-            session.shouldstop or session.shouldfail
-        )
-        sc = Scorecard(
-            fingerprint=self._fingerprint(),
-            tests=list(self.records.values()),
-            status="complete" if complete else "interrupted",
-        ).sorted()
-        path = baseline_file(self.opts.baseline) if self.opts.baseline is not None else None
-        if self.baseline is not None and path is not None:
-            self.comparison = compare(sc, self.baseline, self.opts.tolerance)
-            sc.baseline = str(path)
-            sc.regressions = [d.to_json() for d in self.comparison.regressions]
-            if sc.regressions and not self.opts.update_baseline:
-                if session.exitstatus == pytest.ExitCode.OK:
-                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
-                n = len(sc.regressions)
-                self.notes.append(f"FAIL: {n} regression(s) against the baseline: exit status 1")
-        self.scorecard = sc
-        self._write(sc, session)
-        if self.opts.update_baseline and path is not None:
-            if complete:
-                self.written.append(write_scorecard(sc, path))
-                self.notes.append(f"baseline updated: {path}")
-            else:
-                self.notes.append(f"baseline NOT updated (run {sc.status}): {path}")
-
-    def _write(self, sc: Scorecard, session: pytest.Session) -> None:
-        out = self.opts.report_dir
-        try:
-            self.written.append(write_scorecard(sc, out / "scorecard.json"))
-        except OSError as exc:
-            self.notes.append(f"ERROR: could not write {out / 'scorecard.json'}: {exc}")
-            if session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
-            return
-        html_path = out / "scorecard.html"
-        try:
-            from faithtests.scorecard.render import render_html
-        except ImportError as exc:
-            if isinstance(exc, ModuleNotFoundError) and exc.name == "faithtests.scorecard.render":
-                self.notes.append("warning: HTML renderer not available; wrote scorecard.json only")
-            else:
-                self.notes.append(f"ERROR: HTML renderer failed to import: {exc}")
-            html_path.unlink(missing_ok=True)  # a stale HTML must not contradict the new JSON
-            return
-        try:
-            html = render_html(sc, self.baseline, tolerance=self.opts.tolerance)
-            atomic_write_text(html_path, html)
-            self.written.append(html_path)
-        except Exception as exc:  # the JSON is written; report the HTML failure loudly, keep the run
-            html_path.unlink(missing_ok=True)
-            self.notes.append(f"ERROR: HTML rendering failed: {type(exc).__name__}: {exc}")
-
-    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        if self.scorecard is None:
-            return
-        verbose = config.get_verbosity() > 0
-        lines = summary_lines(self.scorecard, self.written, self.comparison, self.notes, full=verbose)
-        terminalreporter.write_sep("=", "faithtests scorecard")
-        for line in lines:
-            red = line.startswith(("REGRESSION", "ERROR", "FAIL"))
-            terminalreporter.write_line(line, red=red, bold=red)

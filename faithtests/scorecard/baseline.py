@@ -4,14 +4,17 @@ Used by the pytest plugin's baseline gate (``--faith-baseline``) and by ``faitht
 
 Rules (documented in the README, "Baseline gate"):
 
-* Results are matched by :attr:`MetricResult.key` (test node id, model, variant, metric, slice).
+* Results are matched by :attr:`MetricResult.key` (test key ``file.py::name[params]``, model, variant,
+  metric, slice); older node-id keys are normalised to test keys (``model.test_key``).
 * A *regression* is a move in the bad direction (down for ``higher_is_better``, up otherwise) by
   strictly more than the tolerance; an *improvement* is the mirror image; anything within the tolerance
   is *unchanged* (up to 1e-9 relative float round-off). A metric that became undefined (value
   ``None``) is a regression; one that became defined is an improvement.
 * The tolerance is absolute (``0.01``) or relative to ``|baseline value|`` (``5%``).
-* Keys only in the current run are *new*, keys only in the baseline are *missing*: listed, never gated
-  (a ``-k`` selection or ``--faith-limit`` legitimately changes which keys exist).
+* Keys only in the current run are *new*, keys only in the baseline are *missing*. The pytest gate
+  fails on missing keys unless ``--faith-allow-missing`` (a gate that compares nothing must not pass).
+* ``checked_only``: only metrics with a threshold check (in either run) are compared (``faithtests
+  compare`` without ``--all``).
 * Item flips: for tests and item sets present in both runs, items present in both whose outcome
   changed; a boolean outcome flips when it differs, a numeric one when it moved by more than the
   tolerance.
@@ -23,7 +26,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from faithtests.scorecard.model import MetricResult
+from faithtests.scorecard.model import MetricResult, test_key
 from faithtests.scorecard.scorecard import Scorecard
 
 _EPS = 1e-9
@@ -80,7 +83,7 @@ class MetricDelta:
 
     @property
     def key(self) -> tuple[str, str, str, str, str]:
-        return (self.test, self.model, self.variant, self.metric, self.slice or "")
+        return (test_key(self.test), self.model, self.variant, self.metric, self.slice or "")
 
     @property
     def delta(self) -> float | None:
@@ -207,12 +210,17 @@ def _flipped(a: float | bool, b: float | bool, tolerance: Tolerance) -> bool:
 
 
 def compare(
-    current: Scorecard, baseline: Scorecard, tolerance: Tolerance | str | float = 0.0
+    current: Scorecard, baseline: Scorecard, tolerance: Tolerance | str | float = 0.0, *,
+    checked_only: bool = False,
 ) -> Comparison:
     """Compare ``current`` against ``baseline`` (see the module docstring for the rules)."""
     tol = Tolerance.parse(tolerance)
     cur = {r.key: r for r in current.results}
     base = {r.key: r for r in baseline.results}
+    if checked_only:
+        checked = {k for k, r in (*cur.items(), *base.items()) if r.passed is not None}
+        cur = {k: r for k, r in cur.items() if k in checked}
+        base = {k: r for k, r in base.items() if k in checked}
     deltas: list[MetricDelta] = []
     for key in sorted(cur.keys() | base.keys()):
         c, b = cur.get(key), base.get(key)
@@ -224,9 +232,9 @@ def compare(
             deltas.append(_delta(b, b.value, None, "missing"))
 
     flips: list[ItemFlip] = []
-    base_tests = {t.test: t for t in baseline.tests}
+    base_tests = {test_key(t.test): t for t in baseline.tests}
     for t in sorted(current.tests, key=lambda t: t.test):
-        bt = base_tests.get(t.test)
+        bt = base_tests.get(test_key(t.test))
         if bt is None:
             continue
         for name in sorted(t.items.keys() & bt.items.keys()):
@@ -255,12 +263,20 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+def test_label(test: str) -> str:
+    """The test part of a row: ``name[params]`` of its key (the file name left out)."""
+    return test_key(test).partition("::")[2] or test
+
+
 def format_comparison(c: Comparison, *, show_unchanged: bool = True, max_flips: int = 50) -> str:
-    """A plain-text report: one row per metric (status, baseline, current, delta), then item flips."""
+    """A plain-text report: one row per key (status, test, metric, baseline, current, delta), then item
+    flips. The test column tells apart one metric recorded by two tests (``test_x[all]`` records
+    ``PR[type=color]`` once per data set)."""
     shown = [d for d in c.deltas if show_unchanged or d.status != "unchanged"]
     rows = [
         [
             d.status.upper() if d.status == "regression" else d.status,
+            test_label(d.test),
             d.label,
             d.model,
             d.variant,
@@ -271,7 +287,8 @@ def format_comparison(c: Comparison, *, show_unchanged: bool = True, max_flips: 
         ]
         for d in shown
     ]
-    out = _table(["status", "metric", "model", "variant", "baseline", "current", "delta", "better"], rows)
+    header = ["status", "test", "metric", "model", "variant", "baseline", "current", "delta", "better"]
+    out = _table(header, rows)
     out.append(
         f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s), "
         f"{len(c.new)} new, {len(c.missing)} missing (tolerance {c.tolerance})"

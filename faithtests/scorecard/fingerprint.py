@@ -6,6 +6,7 @@ fingerprint never imports torch.
 
 from __future__ import annotations
 
+import hashlib
 import platform
 import subprocess
 import sys
@@ -46,6 +47,118 @@ def git_commit(root: Path) -> tuple[str | None, bool | None]:
     return (head or None), bool(dirty)
 
 
+# text files whose content is hashed in a dataset digest (annotations, captions, splits); other files
+# (images) count by relative name and size only, so hashing COCO costs a directory walk, not a read
+_HASHED_SUFFIXES = (".json", ".jsonl", ".csv", ".tsv", ".txt", ".toml", ".yaml", ".yml")
+_HASHED_MAX_BYTES = 256 * 2**20
+
+# fingerprint fields that must agree for two runs' numbers to be comparable (baseline gate, merge)
+COMPARABLE = ("seed", "limit", "gate", "data", "thresholds")
+MERGE_FIELDS = ("model_specs", *COMPARABLE)
+
+
+def dataset_digest(path: Path) -> dict[str, Any]:
+    """A cheap content identity of a dataset location: sha256 over every file's relative name and size,
+    plus the full content of its text files (``_HASHED_SUFFIXES``, up to 256 MiB each). Mtimes and the
+    location itself are left out, so a copy elsewhere digests the same."""
+    if not path.exists():
+        return {"sha256": None, "files": 0, "bytes": 0, "missing": True}
+    h = hashlib.sha256()
+    files = size = 0
+    paths = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for f in paths:
+        st = f.stat()
+        rel = f.name if f == path else f.relative_to(path).as_posix()
+        h.update(f"{rel}\0{st.st_size}\0".encode())
+        files, size = files + 1, size + st.st_size
+        if f.suffix.lower() in _HASHED_SUFFIXES and st.st_size <= _HASHED_MAX_BYTES:
+            h.update(hashlib.sha256(f.read_bytes()).digest())
+    return {"sha256": h.hexdigest(), "files": files, "bytes": size}
+
+
+def thresholds_digest(files: Sequence[str]) -> str:
+    """sha256 over the content of the thresholds files, in merge order (paths left out)."""
+    h = hashlib.sha256()
+    for name in files:
+        try:
+            h.update(hashlib.sha256(Path(name).read_bytes()).digest())
+        except OSError:
+            h.update(f"unreadable:{Path(name).name}".encode())
+    return h.hexdigest()
+
+
+def comparable(fp: Mapping[str, Any], fields: Sequence[str] = COMPARABLE) -> dict[str, Any]:
+    """The values of ``fields`` as compared between runs; a field the fingerprint lacks (an older
+    scorecard) is left out. ``data`` compares name -> content digest, not paths."""
+    out: dict[str, Any] = {}
+    for name in fields:
+        if name == "thresholds":
+            if "thresholds_sha256" in fp:
+                out[name] = fp["thresholds_sha256"]
+        elif name == "data":
+            if isinstance(fp.get("data"), Mapping):
+                out[name] = {k: (v.get("sha256") if isinstance(v, Mapping) else v)
+                             for k, v in sorted(fp["data"].items())}
+        elif name in fp:
+            out[name] = fp[name]
+    return out
+
+
+def mismatches(a: Mapping[str, Any], b: Mapping[str, Any],
+               fields: Sequence[str] = COMPARABLE) -> tuple[list[str], list[str]]:
+    """(fields whose values differ, fields that one side does not record) between two fingerprints."""
+    ca, cb = comparable(a, fields), comparable(b, fields)
+    differ = [f for f in fields if f in ca and f in cb and ca[f] != cb[f]]
+    unknown = [f for f in fields if (f in ca) != (f in cb)]
+    return differ, unknown
+
+
+def describe_mismatch(field: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
+    """``field (A vs B)``, short: data sets by name and digest prefix."""
+    va, vb = comparable(a, (field,)).get(field), comparable(b, (field,)).get(field)
+
+    def short(v: Any) -> str:
+        if isinstance(v, Mapping) and field == "data":  # name: digest prefix
+            return "{" + ", ".join(f"{k}: {str(x)[:12]}" for k, x in v.items()) + "}"
+        return str(v)[:12] if field == "thresholds" else repr(v)
+
+    return f"{field} ({short(va)} vs {short(vb)})"
+
+
+#: Per-model counters each test process keeps for itself; under xdist they are summed over the workers
+#: (a caption two workers both saw counts twice in ``truncated_inputs``: an upper bound, never a loss).
+PROCESS_COUNTERS = ("output_cache", "truncated_inputs")
+_NOT_SUMMED = {"limit": "keep", "dir": "keep", "longest_tokens": "max"}
+
+
+def _sum_counts(a: Any, b: Any, key: str = "") -> Any:
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return {k: _sum_counts(a[k], b[k], k) if k in a and k in b else (a[k] if k in a else b[k])
+                for k in (*a, *(k for k in b if k not in a))}
+    rule = _NOT_SUMMED.get(key)
+    numbers = all(isinstance(x, int | float) and not isinstance(x, bool) for x in (a, b))
+    if numbers and rule is None:
+        return a + b
+    if numbers and rule == "max":
+        return max(a, b)
+    return a
+
+
+def merge_worker_models(
+    by_worker: Mapping[str, Mapping[str, Mapping[str, Any]]],
+) -> dict[str, dict[str, Any]]:
+    """Model info per label from every test process (``{worker: {label: info}}``): the process
+    counters (:data:`PROCESS_COUNTERS`) are summed, every other field is the model's own (the same
+    in each process)."""
+    out: dict[str, dict[str, Any]] = {}
+    for worker in sorted(by_worker):
+        for label, info in by_worker[worker].items():
+            cur = out.setdefault(label, {})
+            for k, v in info.items():
+                cur[k] = _sum_counts(cur[k], v) if k in PROCESS_COUNTERS and k in cur else v
+    return out
+
+
 def build_fingerprint(
     *,
     root: Path,
@@ -61,9 +174,12 @@ def build_fingerprint(
     tolerance: str | None = None,
     thresholds_files: Sequence[str] = (),
     workers: int | None = None,
+    limit: int | None = None,
+    data: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Everything needed to reproduce (or distrust) a run. ``models``: label -> info recorded by the
-    model fixtures (spec, checkpoint hash, family, ...); ``model_specs``: label -> spec from the options."""
+    model fixtures (spec, checkpoint hash, family, ...); ``model_specs``: label -> spec from the options;
+    ``data``: name -> :func:`dataset_digest` (plus its path)."""
     commit, dirty = git_commit(root)
     return {
         "packages": package_versions(),
@@ -76,7 +192,10 @@ def build_fingerprint(
         "seed": seed,
         "gate": gate,
         "tolerance": tolerance,
+        "limit": limit,
+        "data": {k: dict(v) for k, v in sorted((data or {}).items())},
         "thresholds_files": list(thresholds_files),
+        "thresholds_sha256": thresholds_digest(thresholds_files),
         "model_specs": dict(sorted((model_specs or {}).items())),
         "models": {k: dict(v) for k, v in sorted((models or {}).items())},
         "git_commit": commit,

@@ -28,6 +28,17 @@ def passes(value: float, op: Op, threshold: float) -> bool:
     return value < threshold
 
 
+def test_key(test: str) -> str:
+    """The run-independent key of a test: ``<test file name>::<test name[params]>``. Node ids carry the
+    file's path relative to pytest's rootdir, which moves with the invocation (an option value that looks
+    like a path can move it up a folder), so keys drop the folders; older scorecards, which stored node
+    ids, are normalised the same way when matched. Idempotent."""
+    head, sep, rest = test.partition("::")
+    if not sep:
+        return test
+    return head.replace("\\", "/").rsplit("/", 1)[-1] + sep + rest
+
+
 def _finite_or_none(x: float | None) -> float | None:
     if x is None:
         return None
@@ -40,7 +51,7 @@ class MetricResult:
     """One recorded metric of one test, for one model/variant and an optional slice."""
 
     suite: str
-    test: str  # pytest node id
+    test: str  # test key (see test_key); older scorecards hold the pytest node id
     metric: str
     value: float | None  # None when the metric is undefined (NaN); such a result never passes a check
     model: str = ""
@@ -53,11 +64,13 @@ class MetricResult:
     op: Op | None = None
     passed: bool | None = None  # None: recorded without a check
     gate: GateMode | None = None
+    ci_note: str | None = None  # why the CI is undefined ("undefined (n clusters 1 < 2)"); ci is then None
+    coverage: str | None = None  # why the check failed its coverage rule (too few / too many invalid items)
 
     @property
     def key(self) -> tuple[str, str, str, str, str]:
         """Identity used to match a result across runs (baseline, compare, merge)."""
-        return (self.test, self.model, self.variant, self.metric, self.slice or "")
+        return (test_key(self.test), self.model, self.variant, self.metric, self.slice or "")
 
     def _power_inputs(self) -> tuple[float, tuple[float, float], Op, float] | None:
         if self.passed is None or self.value is None or self.ci is None or self.op is None \
@@ -114,6 +127,8 @@ class MetricResult:
             op=d.get("op"),
             passed=d.get("passed"),
             gate=d.get("gate"),
+            ci_note=d.get("ci_note"),
+            coverage=d.get("coverage"),
         )
 
 
@@ -221,6 +236,7 @@ class TestRecord:
     items: dict[str, dict[str, float | bool]] = field(default_factory=dict)
     models: dict[str, dict[str, Any]] = field(default_factory=dict)  # spec -> fingerprint info
     message: str = ""  # failure message (short), when the test failed
+    dataset: str = ""  # the test's dataset parameter ("world", "coco", ...); "" when it has none
 
     __test__ = False  # not a pytest test class
 
@@ -228,6 +244,7 @@ class TestRecord:
         return {
             "test": self.test,
             "suite": self.suite,
+            "dataset": self.dataset,
             "outcome": self.outcome,
             "duration": round(self.duration, 3),
             "results": [r.to_json() for r in self.results],
@@ -244,6 +261,7 @@ class TestRecord:
         return cls(
             test=str(d["test"]),
             suite=str(d["suite"]),
+            dataset=str(d.get("dataset", "")),
             outcome=str(d.get("outcome", "passed")),
             duration=float(d.get("duration", 0.0)),
             results=[MetricResult.from_json(r) for r in d.get("results", [])],

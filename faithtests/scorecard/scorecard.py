@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from faithtests.scorecard.model import SCHEMA_VERSION, Exemplar, MetricResult, TestRecord
+from faithtests.scorecard.fingerprint import MERGE_FIELDS, describe_mismatch, mismatches
+from faithtests.scorecard.model import SCHEMA_VERSION, Exemplar, MetricResult, TestRecord, test_key
 
 
 class ScorecardError(ValueError):
@@ -23,7 +24,7 @@ class ScorecardError(ValueError):
 class Scorecard:
     fingerprint: dict[str, Any] = field(default_factory=dict)
     tests: list[TestRecord] = field(default_factory=list)
-    status: str = "complete"  # complete | interrupted
+    status: str = "complete"  # complete | interrupted | incomplete (a test errored or crashed) | superseded
     # filled by the baseline gate: list of regression dicts (see faithtests.scorecard.baseline)
     regressions: list[dict[str, Any]] = field(default_factory=list)
     baseline: str | None = None
@@ -66,15 +67,18 @@ class Scorecard:
             raise ScorecardError(f"{source}: schema_version {version!r} is not {SCHEMA_VERSION}")
         try:
             tests = [TestRecord.from_json(t) for t in d["tests"]]
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ScorecardError(f"{source}: malformed test record: {exc!r}") from exc
-        return cls(
-            fingerprint=dict(d.get("fingerprint", {})),
-            tests=tests,
-            status=str(d.get("status", "complete")),
-            regressions=list(d.get("regressions", [])),
-            baseline=d.get("baseline"),
-        )
+        try:
+            return cls(
+                fingerprint=dict(d.get("fingerprint", {})),
+                tests=tests,
+                status=str(d.get("status", "complete")),
+                regressions=list(d.get("regressions", [])),
+                baseline=d.get("baseline"),
+            )
+        except (TypeError, ValueError) as exc:
+            raise ScorecardError(f"{source}: malformed scorecard: {exc!r}") from exc
 
 
 def scorecard_path(path: str | os.PathLike[str]) -> Path:
@@ -89,8 +93,13 @@ def read_scorecard(path: str | os.PathLike[str]) -> Scorecard:
         raise ScorecardError(f"{p}: no such scorecard")
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ScorecardError(f"{p}: not a scorecard (not UTF-8 text: {exc.reason} at byte {exc.start})"
+                             ) from exc
     except json.JSONDecodeError as exc:
         raise ScorecardError(f"{p}: not valid JSON ({exc})") from exc
+    except OSError as exc:
+        raise ScorecardError(f"{p}: cannot read ({exc.strerror or exc})") from exc
     if not isinstance(data, dict):
         raise ScorecardError(f"{p}: top level is not an object")
     return Scorecard.from_json(data, source=str(p))
@@ -123,16 +132,31 @@ def write_scorecard(scorecard: Scorecard, path: str | os.PathLike[str]) -> Path:
     return p
 
 
-def merge_scorecards(parts: list[Scorecard]) -> Scorecard:
-    """Shards of one run -> one scorecard. A test present in two shards is an error (not one run)."""
+def check_shards(parts: list[Scorecard], names: list[str] | None = None) -> None:
+    """Shards belong together when their fingerprints agree on :data:`MERGE_FIELDS` (models, seed,
+    limit, gate, data sets, thresholds); a field one shard does not record (older scorecard) is not
+    checked. Raises :class:`ScorecardError` naming the first field that differs and the two shards."""
+    labels = names or [f"shard {i + 1}" for i in range(len(parts))]
+    first = parts[0].fingerprint
+    for part, name in zip(parts[1:], labels[1:], strict=True):
+        differ, _ = mismatches(first, part.fingerprint, MERGE_FIELDS)
+        if differ:
+            what = "; ".join(describe_mismatch(f, first, part.fingerprint) for f in differ)
+            raise ScorecardError(f"{labels[0]} and {name} are not shards of one run: they differ in {what}")
+
+
+def merge_scorecards(parts: list[Scorecard], names: list[str] | None = None) -> Scorecard:
+    """Shards of one run -> one scorecard. A test present in two shards is an error (not one run), and
+    so are shards whose fingerprints differ (:func:`check_shards`)."""
     if not parts:
         raise ScorecardError("merge needs at least one scorecard")
+    check_shards(parts, names)
     seen: dict[str, TestRecord] = {}
     for part in parts:
         for t in part.tests:
-            if t.test in seen:
+            if test_key(t.test) in seen:
                 raise ScorecardError(f"test {t.test!r} appears in more than one shard")
-            seen[t.test] = t
+            seen[test_key(t.test)] = t
     fp = dict(parts[0].fingerprint)
     starts = [str(p.fingerprint["start"]) for p in parts if p.fingerprint.get("start")]
     ends = [str(p.fingerprint["end"]) for p in parts if p.fingerprint.get("end")]
@@ -146,5 +170,6 @@ def merge_scorecards(parts: list[Scorecard]) -> Scorecard:
     if models:
         fp["models"] = models
     fp["shards"] = len(parts)
-    status = "complete" if all(p.status == "complete" for p in parts) else "interrupted"
+    statuses = {p.status for p in parts} - {"complete"}
+    status = "interrupted" if "interrupted" in statuses else min(statuses, default="complete")
     return Scorecard(fingerprint=fp, tests=list(seen.values()), status=status).sorted()

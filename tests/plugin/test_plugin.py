@@ -115,6 +115,8 @@ def test_pass_writes_scorecard_and_summary(pytester: pytest.Pytester) -> None:
         "op": ">=",
         "passed": True,
         "gate": "point",
+        "ci_note": None,
+        "coverage": None,
         "inconclusive": True,  # CI [0.7, 1.0] straddles 0.8: a pass under gate point, flagged
         "detectable_diff": 0.2,
     }
@@ -129,7 +131,7 @@ def test_pass_writes_scorecard_and_summary(pytester: pytest.Pytester) -> None:
     out = result.stdout.str()
     assert f"report: {pytester.path / 'faith-report' / 'scorecard.json'}" in out
     result.stdout.re_match_lines(
-        [r"flip\s+PR\s+clip\s+base\s+0\.900 \[0\.700, 1\.000\]\s+10\s+>= 0\.800\s+"
+        [r"flip\s+-\s+test_pr\s+PR\s+clip\s+base\s+0\.900 \[0\.700, 1\.000\]\s+10\s+>= 0\.800\s+"
          r"pass \(inconclusive\)\s+±0\.200$"]
     )
     assert "2 check(s), 0 failed, 1 inconclusive" in out
@@ -152,7 +154,7 @@ def test_threshold_failure_message(pytester: pytest.Pytester) -> None:
     assert test["outcome"] == "failed" and test["message"] == msg
     verdicts = {(r["metric"], r["slice"]): r["passed"] for r in sc["results"]}
     assert verdicts == {("PR", None): False, ("PR", "color"): True}
-    result.stdout.re_match_lines([r"flip\s+PR\s+clip\s+base\s+0\.600.*>= 0\.800\s+FAIL"])
+    result.stdout.re_match_lines([r"flip\s+-\s+test_pr\s+PR\s+clip\s+base\s+0\.600.*>= 0\.800\s+FAIL"])
 
 
 def test_unknown_threshold_key_is_a_usage_error(pytester: pytest.Pytester) -> None:
@@ -200,7 +202,8 @@ def test_inconclusive_point_pass_is_flagged_in_json_html_and_summary(pytester: p
     html = (pytester.path / "faith-report" / "scorecard.html").read_text()
     assert '<span class="badge inconclusive"' in html and "detects ±0.100" in html
     assert "1 inconclusive" in html
-    result.stdout.re_match_lines([r"flip\s+PR\s+clip.*>= 0\.800\s+pass \(inconclusive\)\s+±0\.100$"])
+    result.stdout.re_match_lines(
+        [r"flip\s+-\s+test_pr\s+PR\s+clip.*>= 0\.800\s+pass \(inconclusive\)\s+±0\.100$"])
     assert "inconclusive: the 95% CI straddles the threshold" in result.stdout.str()
     _setup(pytester, {"hits": [1] * 17 + [0] * 3, "ci": [0.81, 0.89]})  # clear of 0.80: conclusive
     assert _run(pytester).ret == 0
@@ -335,6 +338,7 @@ def test_option_errors_and_values(pytester: pytest.Pytester) -> None:
         assert result.ret == pytest.ExitCode.USAGE_ERROR, args
         assert text in result.stderr.str(), (args, result.stderr.str())
 
+    (pytester.path / "data" / "coco" / "annotations").mkdir(parents=True)  # --faith-data paths must exist
     pytester.makeini("""
         [pytest]
         faith_model =

@@ -135,6 +135,7 @@ def test_format_comparison() -> None:
     lines = text.splitlines()
     assert lines[0].split() == [
         "status",
+        "test",
         "metric",
         "model",
         "variant",
@@ -144,7 +145,7 @@ def test_format_comparison() -> None:
         "better",
     ]
     assert any(
-        line.split()[:7] == ["REGRESSION", "s/PR", "clip", "base", "0.800", "0.700", "-0.100"]
+        line.split()[:8] == ["REGRESSION", "t", "s/PR", "clip", "base", "0.800", "0.700", "-0.100"]
         for line in lines
     )
     assert "1 regression(s), 0 improvement(s), 1 new, 1 missing (tolerance 0)" in text

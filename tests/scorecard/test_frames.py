@@ -68,13 +68,17 @@ def test_frames_of_two_runs_concatenate(tmp_path: Path) -> None:
 def test_compare_csv(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base, cur = _card(tmp_path, sample_scorecard(), "a"), _card(tmp_path, sample_scorecard(), "b")
     out_csv = tmp_path / "deltas.csv"
-    assert cli.main(["compare", str(base), str(cur), "--csv", str(out_csv)]) == 0
+    assert cli.main(["compare", str(base), str(cur), "--csv", str(out_csv), "--all"]) == 0
     assert "regression(s)" in capsys.readouterr().out  # the text report is still printed
     deltas = pd.read_csv(out_csv)
-    assert len(deltas) == len(sample_scorecard().results)
+    assert len(deltas) == len(sample_scorecard().results)  # --all: every metric, checked or not
+    assert cli.main(["compare", str(base), str(cur), "--csv", str(out_csv)]) == 0
+    capsys.readouterr()
+    checked = pd.read_csv(out_csv)  # by default, the metrics a threshold checks
+    assert len(checked) == sum(r.passed is not None for r in sample_scorecard().results) < len(deltas)
     assert set(deltas["status"]) == {"unchanged"} and (deltas["delta"].fillna(0) == 0).all()
     assert cli.main(["compare", str(base), str(cur), "--csv", "-"]) == 0
     stdout = capsys.readouterr().out
-    assert pd.read_csv(io.StringIO(stdout)).shape == deltas.shape  # only the CSV on stdout
+    assert pd.read_csv(io.StringIO(stdout)).shape == checked.shape  # only the CSV on stdout
     assert cli.main(["compare", str(base), str(cur), "--csv", str(tmp_path / "no/such/dir/x.csv")]) == 2
     assert "--csv" in capsys.readouterr().err

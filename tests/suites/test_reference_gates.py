@@ -43,7 +43,7 @@ def test_colourblind_twin_fails_only_colour(tmp_path: Path) -> None:
     outcomes = run_suites(tmp_path, *LGIP, "--faith-model", "reference:clip-colorblind")
     failed = sorted(t for t, o in outcomes.items() if o != "passed")
     assert failed == [
-        "suites/test_flip_sensitivity.py::test_flip_positive_rate[world-color-reference:clip-colorblind]",
+        "test_flip_sensitivity.py::test_flip_positive_rate[world-color-reference:clip-colorblind]",
     ], failed
     assert len(outcomes) == 11  # 3 invariance + 5 flip cases + 3 strength bins
 
@@ -75,6 +75,6 @@ def test_positionbiased_twin_fails_strict_correct(tmp_path: Path) -> None:
     with no strict-correct items there is no hidden-stress verdict either (undefined Δlex fails)."""
     outcomes = run_suites(tmp_path, *S3E, "--faith-vlm", "reference:vlm-positionbiased")
     failed = sorted(t.split("::")[1] for t, o in outcomes.items() if o != "passed")
-    assert failed == ["test_forced_choice_order_accuracy[reference:vlm-positionbiased-swap]",
-                      "test_forced_choice_strict_correct[reference:vlm-positionbiased]",
-                      "test_hidden_stress[reference:vlm-positionbiased]"], outcomes
+    assert failed == ["test_forced_choice_order_accuracy[world-reference:vlm-positionbiased-swap]",
+                      "test_forced_choice_strict_correct[world-reference:vlm-positionbiased]",
+                      "test_hidden_stress[world-reference:vlm-positionbiased]"], outcomes

@@ -1,0 +1,258 @@
+"""The controller's side of the plugin: collect the records riding on reports, gate against the
+baseline, write the scorecard, summarise (registered by :func:`faithtests.plugin.hooks.pytest_configure`
+on the controller only; never on an xdist worker).
+
+Result keys are :func:`~faithtests.scorecard.model.test_key` values, so they do not depend on pytest's
+rootdir. A test whose xdist worker died arrives as a failed report with ``when == "???"`` and no record:
+it is recorded as ``crashed``. A run with an errored or crashed test is ``incomplete`` (never written as
+a baseline).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from faithtests.plugin.lifecycle import ReportLock, missing_message
+from faithtests.plugin.options import FAITH_THRESHOLDS, FaithOptions
+from faithtests.scorecard.baseline import Comparison, compare
+from faithtests.scorecard.fingerprint import (
+    build_fingerprint,
+    dataset_digest,
+    merge_worker_models,
+    now_iso,
+    thresholds_digest,
+)
+from faithtests.scorecard.model import TestRecord, test_key
+from faithtests.scorecard.scorecard import Scorecard, atomic_write_text, write_scorecard
+from faithtests.scorecard.summary import summary_lines
+
+PROPERTY = "faithtests"  # user_properties name carrying a TestRecord (JSON)
+TEARDOWN_PROPERTY = "faithtests-teardown"  # a teardown error of a recorded test (JSON message)
+MODELS_PROPERTY = "faithtests-models"  # model info registered by session fixtures (JSON)
+MESSAGE_CHARS = 1000
+
+
+
+def baseline_file(path: Path) -> Path:
+    """A baseline given as a directory (existing, or without a ``.json`` suffix) means its scorecard."""
+    return path / "scorecard.json" if path.is_dir() or path.suffix != ".json" else path
+
+
+def wants_record(item: pytest.Item) -> bool:
+    """Tests that use the ``faith`` fixture or carry the ``suite`` marker are recorded."""
+    return "faith" in getattr(item, "fixturenames", ()) or item.get_closest_marker("suite") is not None
+
+
+def strip_group(nodeid: str) -> str:
+    """The node id without xdist's ``@group`` suffix (``--dist loadgroup``); an ``@`` inside the
+    parameters' brackets is part of an id (as in ``distribution.group_of``)."""
+    return nodeid[: nodeid.rfind("@")] if nodeid.rfind("@") > nodeid.rfind("]") else nodeid
+
+
+def key_of_nodeid(nodeid: str) -> str:
+    """The result key of a bare node id (a crashed test's report has no item)."""
+    return test_key(strip_group(nodeid))
+
+
+# -- the controller: collect, gate, write, summarise ------------------------------------------------
+class Controller:
+    """Lives on the controller process only (registered in ``pytest_configure``)."""
+
+    def __init__(self, config: pytest.Config, opts: FaithOptions, baseline: Scorecard | None) -> None:
+        self.config = config
+        self.opts = opts
+        self.baseline = baseline
+        self.start = now_iso()
+        self.records: dict[str, TestRecord] = {}
+        self.models: dict[str, dict[str, dict[str, Any]]] = {}  # worker -> label -> info
+        self.scorecard: Scorecard | None = None
+        self.comparison: Comparison | None = None
+        self.written: list[Path] = []
+        self.notes: list[str] = []
+        self.nodeids: dict[str, str] = {}  # key -> node id: two node ids on one key is a usage error
+        self.collisions: list[str] = []
+        self.lock = ReportLock(opts.report_dir)
+        self._started = False
+        self.lock_error: str | None = None  # the report directory could not be taken: nothing is written
+        self._run_fields: dict[str, Any] | None = None
+
+    def run_fields(self) -> dict[str, Any]:
+        """This run's comparable fingerprint fields (known before any test runs), computed once."""
+        if self._run_fields is None:
+            files = self.config.stash[FAITH_THRESHOLDS].files
+            self._run_fields = {
+                "seed": self.opts.seed, "limit": self.opts.limit, "gate": self.opts.gate,
+                "data": {k: {"path": str(v), **dataset_digest(v)} for k, v in sorted(self.opts.data.items())},
+                "thresholds_sha256": thresholds_digest(files),
+            }
+        return self._run_fields
+
+    def start_report(self) -> None:
+        """Writable check + lock + mark the previous report superseded (see ``lifecycle``), once."""
+        if not self._started:
+            self._started = True
+            self.lock.acquire(self.notes)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self.config.option.collectonly:  # runs nothing: the previous report stays current
+            return
+        if any(wants_record(item) for item in session.items):  # serial: the controller collected
+            self.start_report()
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # under xdist the controller collects nothing: start when the run names faithtests inputs,
+        # else at the first record (a plain unit-test run must not touch the report directory)
+        if self.config.getoption("numprocesses", None) and (
+                self.opts.models or self.opts.vlms or self.opts.data or self.opts.baseline
+                or self.config.getoption("faith_report") is not None):
+            self.start_report()
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.lock.release()
+
+    def _add(self, rec: TestRecord, nodeid: str) -> None:
+        key = test_key(rec.test)
+        if self.nodeids.setdefault(key, nodeid) != nodeid:
+            clash = f"{self.nodeids[key]} and {nodeid} have the same result key {key!r}"
+            self.collisions += [clash] if clash not in self.collisions else []
+        if not self._started:  # xdist without faithtests options: start at the first record
+            try:
+                self.start_report()
+            except pytest.UsageError as exc:
+                self.lock_error = str(exc)
+        self.records[key] = rec
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties:
+            if name == PROPERTY:
+                self._add(TestRecord.from_json(json.loads(str(value))), strip_group(report.nodeid))
+            elif name == TEARDOWN_PROPERTY:
+                test, message = json.loads(str(value))
+                if test in self.records:
+                    rec = self.records[test]
+                    rec.outcome = "error"
+                    rec.message = "; ".join(m for m in (rec.message, f"teardown: {message}") if m)
+            elif name == MODELS_PROPERTY:  # each process sends its own whole info of a label
+                worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "main")
+                self.models.setdefault(str(worker), {}).update(json.loads(str(value)))
+        if str(report.when) == "???" and report.failed:  # xdist: the worker died running this test
+            key = key_of_nodeid(report.nodeid)
+            suite = key.partition("::")[0].removesuffix(".py").removeprefix("test_")
+            message = f"crashed: {str(report.longrepr)[:MESSAGE_CHARS]}"
+            self._add(TestRecord(key, suite, outcome="crashed", message=message), strip_group(report.nodeid))
+
+    def _fingerprint(self) -> dict[str, Any]:
+        models = merge_worker_models(self.models)
+        for rec in sorted(self.records.values(), key=lambda r: r.test):
+            models.update(rec.models)
+        thresholds = self.config.stash[FAITH_THRESHOLDS]
+        workers = self.config.getoption("numprocesses", None)
+        return build_fingerprint(
+            root=self.config.rootpath,
+            start=self.start,
+            end=now_iso(),
+            argv=list(self.config.invocation_params.args),
+            seed=self.opts.seed,
+            device=self.config.getoption("faith_device", None),
+            dtype=self.config.getoption("faith_dtype", None),
+            model_specs=self.opts.model_specs(),
+            models=models,
+            gate=self.opts.gate,
+            tolerance=str(self.opts.tolerance),
+            thresholds_files=thresholds.files,
+            workers=workers if isinstance(workers, int) else None,
+            limit=self.opts.limit,
+            data=self.run_fields()["data"],
+        )
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self.records:
+            return
+        complete = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and not (
+            session.shouldstop or session.shouldfail
+        )
+        # a test that errored before recording (setup) or crashed its worker has no results to gate
+        broken = sorted(r.test for r in self.records.values() if r.outcome in ("error", "crashed"))
+        status = "complete" if not (broken or self.collisions) else "incomplete"
+        status = status if complete else "interrupted"
+        complete = status == "complete"
+        if broken:
+            self.notes.append(f"ERROR: {len(broken)} test(s) errored or crashed: {', '.join(broken[:10])}"
+                              + (" ..." if len(broken) > 10 else ""))
+        for collision in self.collisions:
+            self.notes.append(f"ERROR: {collision}: rename one test file or test")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        sc = Scorecard(
+            fingerprint=self._fingerprint(),
+            tests=list(self.records.values()),
+            status=status,
+        ).sorted()
+        path = baseline_file(self.opts.baseline) if self.opts.baseline is not None else None
+        if self.baseline is not None and path is not None:
+            self.comparison = compare(sc, self.baseline, self.opts.tolerance)
+            sc.baseline = str(path)
+            sc.regressions = [d.to_json() for d in self.comparison.regressions]
+            if sc.regressions and not self.opts.update_baseline:
+                if session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+                n = len(sc.regressions)
+                self.notes.append(f"FAIL: {n} regression(s) against the baseline: exit status 1")
+            if self.comparison.missing and not (self.opts.allow_missing or self.opts.update_baseline):
+                if session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+                self.notes.extend(missing_message(self.comparison.missing))
+        self.scorecard = sc
+        self._write(sc, session)
+        self.lock.release()
+        if self.opts.update_baseline and path is not None:
+            if complete:
+                self.written.append(write_scorecard(sc, path))
+                self.notes.append(f"baseline updated: {path}")
+            else:
+                self.notes.append(f"baseline NOT updated (run {sc.status}): {path}")
+
+    def _write(self, sc: Scorecard, session: pytest.Session) -> None:
+        out = self.opts.report_dir
+        if self.lock_error is not None:  # another run owns the directory: never clobber its report
+            self.notes.append(f"ERROR: scorecard not written: {self.lock_error}")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
+        try:
+            self.written.append(write_scorecard(sc, out / "scorecard.json"))
+        except OSError as exc:
+            self.notes.append(f"ERROR: could not write {out / 'scorecard.json'}: {exc}")
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            return
+        html_path = out / "scorecard.html"
+        try:
+            from faithtests.scorecard.render import render_html
+        except ImportError as exc:
+            if isinstance(exc, ModuleNotFoundError) and exc.name == "faithtests.scorecard.render":
+                self.notes.append("warning: HTML renderer not available; wrote scorecard.json only")
+            else:
+                self.notes.append(f"ERROR: HTML renderer failed to import: {exc}")
+            html_path.unlink(missing_ok=True)  # a stale HTML must not contradict the new JSON
+            return
+        try:
+            html = render_html(sc, self.baseline, tolerance=self.opts.tolerance)
+            atomic_write_text(html_path, html)
+            self.written.append(html_path)
+        except Exception as exc:  # the JSON is written; report the HTML failure loudly, keep the run
+            html_path.unlink(missing_ok=True)
+            self.notes.append(f"ERROR: HTML rendering failed: {type(exc).__name__}: {exc}")
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if self.scorecard is None:
+            return
+        verbose = config.get_verbosity() > 0
+        lines = summary_lines(self.scorecard, self.written, self.comparison, self.notes, full=verbose)
+        terminalreporter.write_sep("=", "faithtests scorecard")
+        for line in lines:
+            red = line.startswith(("REGRESSION", "ERROR", "FAIL"))
+            terminalreporter.write_line(line, red=red, bold=red)

@@ -1,0 +1,150 @@
+"""The report directory's lifecycle and the baseline gate's preconditions (controller only).
+
+* :class:`ReportLock`: at the start of a run that records results the controller checks that the report
+  directory is writable (``pytest.UsageError`` if not), takes ``.faithtests.lock`` (pid, host, start; a
+  second run on the same directory refuses; a lock whose pid is dead on this host is taken over with a
+  note) and marks the previous ``scorecard.json`` ``"status": "superseded"`` (its HTML is removed), so a
+  run that dies before writing never leaves the last run's report looking current. Released at the end.
+* :func:`check_comparable`: the baseline's fingerprint against this run's (seed, limit, gate, data
+  sets, thresholds): a difference is a usage error unless ``--faith-allow-mismatch`` names the field.
+* :func:`missing_message`: the gate fails when baseline results were not compared (unless allowed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from faithtests.scorecard.baseline import MetricDelta, test_label
+from faithtests.scorecard.fingerprint import COMPARABLE, comparable, describe_mismatch, mismatches, now_iso
+from faithtests.scorecard.scorecard import atomic_write_text
+
+LOCK_NAME = ".faithtests.lock"
+SUPERSEDED = "superseded"
+MAX_LISTED = 10
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+class ReportLock:
+    """``.faithtests.lock`` in the report directory, held from the start of the run to its end."""
+
+    def __init__(self, report_dir: Path) -> None:
+        self.dir = report_dir
+        self.path = report_dir / LOCK_NAME
+        self.held = False
+
+    def acquire(self, notes: list[str]) -> None:
+        """Writable check, lock, supersede the previous report; every failure is a ``UsageError``."""
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            probe = self.dir / f".faithtests.probe.{os.getpid()}"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as exc:
+            raise pytest.UsageError(
+                f"--faith-report: cannot write to {self.dir} ({exc.strerror or exc}); "
+                "choose a writable directory with --faith-report DIR") from None
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "start": now_iso()}
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                self._take_over_if_stale(notes)
+                continue
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(me, fh)
+            self.held = True
+            break
+        self._supersede_previous()
+
+    def _take_over_if_stale(self, notes: list[str]) -> None:
+        try:
+            other: dict[str, Any] = json.loads(self.path.read_text(encoding="utf-8"))
+            pid, host = int(other["pid"]), str(other["host"])
+        except (OSError, ValueError, KeyError, TypeError):
+            other, pid, host = {}, -1, ""
+        if pid > 0 and host == socket.gethostname() and not _alive(pid):
+            notes.append(f"note: took over the stale lock {self.path} of pid {pid} (no longer running)")
+            self.path.unlink(missing_ok=True)
+            return
+        who = f"pid {pid} on host {host}, since {other.get('start', '?')}" if pid > 0 else "unreadable lock"
+        raise pytest.UsageError(
+            f"--faith-report: {self.dir} is in use by another faithtests run ({who}); wait for it to finish "
+            f"or use another --faith-report DIR (delete {self.path} if that run is gone)")
+
+    def _supersede_previous(self) -> None:
+        """The previous run's scorecard.json says ``superseded`` until this run writes its own; its HTML
+        (which cannot be re-marked without re-rendering) is removed: ``faithtests render`` rebuilds it."""
+        old = self.dir / "scorecard.json"
+        if old.exists():
+            try:
+                data = json.loads(old.read_text(encoding="utf-8"))
+                if not isinstance(data, dict):
+                    raise ValueError("not an object")
+            except (OSError, ValueError):
+                old.unlink(missing_ok=True)  # not a readable scorecard: nothing worth keeping current
+            else:
+                if data.get("status") != SUPERSEDED:
+                    data["superseded_status"] = data.get("status")
+                    data["status"] = SUPERSEDED
+                    atomic_write_text(old, json.dumps(data, indent=1, allow_nan=False))
+        (self.dir / "scorecard.html").unlink(missing_ok=True)
+
+    def release(self) -> None:
+        if self.held:
+            self.path.unlink(missing_ok=True)
+            self.held = False
+
+
+def check_comparable(baseline_fp: Mapping[str, Any], run_fp: Mapping[str, Any], allowed: Iterable[str],
+                     source: str, notes: list[str]) -> None:
+    """A usage error naming every comparable field (``COMPARABLE``) whose value differs between the
+    baseline and this run, unless allowed; allowed differences and fields the baseline does not record
+    (an older scorecard) become notes."""
+    differ, unknown = mismatches(baseline_fp, run_fp, COMPARABLE)
+    allow = set(allowed)
+    refused = [f for f in differ if f not in allow]
+    if refused:
+        what = "; ".join(describe_mismatch(f, baseline_fp, run_fp) for f in refused)
+        raise pytest.UsageError(
+            f"--faith-baseline: {source} is not comparable with this run: it differs in {what} "
+            f"(baseline vs run). Re-create the baseline with --faith-update-baseline, or pass "
+            f"--faith-allow-mismatch {','.join(refused)} to compare anyway")
+    for f in differ:
+        notes.append(f"warning: baseline differs in {describe_mismatch(f, baseline_fp, run_fp)} "
+                     "(allowed by --faith-allow-mismatch)")
+    missing = [f for f in unknown if f not in comparable(baseline_fp)]
+    if missing:
+        notes.append(f"note: the baseline does not record {', '.join(missing)} (older scorecard): "
+                     "unknown, not checked")
+
+
+def missing_message(missing: list[MetricDelta]) -> list[str]:
+    """The gate's error for baseline results this run did not produce, grouped by test."""
+    by_test: dict[str, list[str]] = {}
+    for d in missing:
+        what = f"{d.label} [model={d.model or '-'}, variant={d.variant}]"
+        by_test.setdefault(test_label(d.test), []).append(what)
+    listed = [f"  {t}: {', '.join(ms)}" for t, ms in sorted(by_test.items())]
+    more = len(listed) - MAX_LISTED
+    lines = [f"FAIL: {len(missing)} baseline result(s) of {len(by_test)} test(s) were not compared "
+             "(missing from this run: a deselected test, a renamed model label or parameter):",
+             *listed[:MAX_LISTED], *([f"  ... {more} more test(s)"] if more > 0 else []),
+             "pass --faith-allow-missing (ini faith_allow_missing = true) if this selection is intended; "
+             "exit status 1"]
+    return lines
