@@ -1,6 +1,12 @@
 """Resampling statistics shared by every suite: percentile bootstrap CIs, paired and clustered.
 
 Pure numpy. Seeds are explicit; every draw goes through a ``numpy.random.Generator``.
+
+Too few resampling units give no interval: with k units a percentile bootstrap has only C(2k-1, k)
+distinct resamples (1 at k=1, 3 at k=2), so one image yields a zero-width "95% CI" that claims certainty.
+Below :data:`MIN_BOOTSTRAP_UNITS` units every function here returns an :class:`UndefinedCI` (NaN, NaN)
+that says why; the recorder stores it as an undefined CI (``ci=None`` with ``ci_note``), shown as
+``undefined (n clusters 1 < 2)``.
 """
 
 from __future__ import annotations
@@ -11,6 +17,28 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 FloatArray = NDArray[np.float64]
+
+#: Fewest resampling units (rows, or clusters) for a bootstrap CI. 2 is the floor where resamples differ
+#: at all; the coverage rule's ``min_n`` (thresholds ``[coverage]``) guards verdicts on small n.
+MIN_BOOTSTRAP_UNITS = 2
+
+
+class UndefinedCI(tuple[float, float]):
+    """The CI of a bootstrap that could not give an interval: (nan, nan) plus ``reason``, which the
+    recorder keeps as the result's ``ci_note`` (a plain tuple of NaNs is recorded as undefined too)."""
+
+    reason: str
+
+    def __new__(cls, reason: str) -> UndefinedCI:
+        self = super().__new__(cls, (float("nan"), float("nan")))
+        self.reason = reason
+        return self
+
+
+def _too_few(k: int, unit: str) -> UndefinedCI | None:
+    if k >= MIN_BOOTSTRAP_UNITS:
+        return None
+    return UndefinedCI(f"undefined (n {unit} {k} < {MIN_BOOTSTRAP_UNITS})")
 
 
 def _check_finite(x: FloatArray, name: str) -> None:
@@ -32,13 +60,15 @@ def bootstrap_ci(
     """Percentile bootstrap CI of ``statistic`` (default: mean) over the rows of ``values``.
 
     Rows are the resampling unit: pass one row per image (or per item) so the CI is over images,
-    as LGIP/S3E/IMAVB report. A single row gives the degenerate interval (v, v).
+    as LGIP/S3E/IMAVB report. Fewer than :data:`MIN_BOOTSTRAP_UNITS` rows give an :class:`UndefinedCI`.
     """
     x = np.asarray(values, dtype=np.float64)
     _check_finite(x, "bootstrap_ci")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level}")
     n = x.shape[0]
+    if (few := _too_few(n, "items")) is not None:
+        return few
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, n, size=(n_resamples, n))
     if statistic is None:
@@ -78,7 +108,8 @@ def cluster_bootstrap_ci(
     """CI of the pooled mean of ``values`` resampling whole clusters (e.g. all pairs of one image).
 
     LGIP pools its metric over (caption, variant) pairs; the CI resamples images so pairs of one image
-    are never treated as independent.
+    are never treated as independent. Fewer than :data:`MIN_BOOTSTRAP_UNITS` clusters give an
+    :class:`UndefinedCI`.
     """
     x = np.asarray(values, dtype=np.float64)
     _check_finite(x, "cluster_bootstrap_ci")
@@ -86,6 +117,8 @@ def cluster_bootstrap_ci(
         raise ValueError(f"cluster_bootstrap_ci: {x.shape[0]} values but {len(clusters)} cluster labels")
     _, inverse = np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)
     k = int(inverse.max()) + 1
+    if (few := _too_few(k, "clusters")) is not None:
+        return few
     sums = np.bincount(inverse, weights=x, minlength=k)
     counts = np.bincount(inverse, minlength=k).astype(np.float64)
     rng = np.random.default_rng(seed)
@@ -125,6 +158,8 @@ def cluster_bootstrap_sums_ci(
         raise ValueError(f"level must be in (0, 1), got {level}")
     _, inverse = np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)
     k = int(inverse.max()) + 1
+    if (few := _too_few(k, "clusters")) is not None:
+        return few
     sums = np.zeros((k, x.shape[1]), dtype=np.float64)
     np.add.at(sums, inverse, x)
     rng = np.random.default_rng(seed)

@@ -22,8 +22,9 @@ import pytest
 from faithtests.protocols.acbench.fixtures import ACBENCH_BOOTSTRAP, ACBENCH_VARIANTS, AcData, CecsUnavailable
 from faithtests.protocols.acbench.metrics import Shares, answer_category, answer_shares, lss_curve
 from faithtests.protocols.acbench.records import CONFLICT_SUBSETS, EMOTIONS, AcRecord
-from faithtests.protocols.acbench.run import ANSWER_MODES, Answers
+from faithtests.protocols.acbench.run import ANSWER_MODES, NON_FINITE, Answers
 from faithtests.protocols.acbench.steering import active_rows
+from faithtests.scorecard.coverage import NONFINITE
 from faithtests.scorecard.model import Series
 from faithtests.scorecard.recording import Faith
 from faithtests.stats import cluster_bootstrap_ci, cluster_bootstrap_ratio_ci
@@ -61,7 +62,9 @@ def _record_invalid(faith: Faith, data: AcData, *answers: Answers) -> None:
     for a in answers:
         c = a.counted
         for kind, count in sorted(c.invalid.items()):
-            faith.invalid(f"{kind} [{a.mode}]", count, total=len(a.ids), examples=c.examples[kind])
+            # NaN/inf label log-probabilities: the scorecard's 'non-finite score', which fails the checks
+            label = NONFINITE if kind == NON_FINITE else f"{kind} [{a.mode}]"
+            faith.invalid(label, count, total=len(a.ids), examples=c.examples[kind])
 
 
 def _ci(values: np.ndarray, clusters: list[str], seed: int) -> tuple[float, float] | None:

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from faithtests.protocols import fail_unscored
 from faithtests.protocols.spdfaith.figures import edits_text, outlined
 from faithtests.protocols.spdfaith.fixtures import SPD_BOOTSTRAP, SpdData
 from faithtests.protocols.spdfaith.judge import Judgement
@@ -105,8 +106,12 @@ def _unmatched(j: Judgement | None) -> str:
     return "; ".join(c.text for c, m in zip(j.claims, j.matched, strict=True) if m is None)
 
 
-def _answered(ans: Answers) -> list[int]:
-    return [i for i in range(len(ans.p_yes_same)) if np.isfinite(ans.p_yes_same[i] + ans.p_yes_diff[i])]
+def _answered(faith: Faith, data: SpdData, ans: Answers) -> list[int]:
+    """Pairs with finite P(Yes) to both questions; the others are counted as 'non-finite score', which
+    fails every check of the model (``Faith.nonfinite``)."""
+    ok = faith.nonfinite(np.stack([ans.p_yes_same, ans.p_yes_diff], axis=1),
+                         [r.item_id for r in data.usable.records], what="P(Yes)")
+    return [int(i) for i in np.flatnonzero(ok)]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -117,8 +122,9 @@ def test_symmetric_consistency(faith: Faith, spdfaith_data: SpdData, variant: st
     ans = data.answers(variant)
     _record_invalid(faith, data, ans)
     recs = data.usable.records
-    rows = _answered(ans)
-    assert rows, f"{data.dataset}: no pair got finite Yes/No logits"
+    rows = _answered(faith, data, ans)
+    if not rows:
+        fail_unscored(faith, "contradiction_rate", higher_is_better=False)
     ps, pd = ans.p_yes_same[rows], ans.p_yes_diff[rows]
     contradiction = np.array(verdict_labels(ps, pd)) == "contradictory"
     weights = np.array([WEIGHTS[v] for v in verdict_labels(ps, pd, AMBIGUITY)])
@@ -241,8 +247,8 @@ def test_residual_stream(faith: Faith, spdfaith_data: SpdData, variant: str, fai
     data = spdfaith_data
     ans = data.answers(variant)
     recs = data.usable.records
-    rows = _answered(ans)
-    assert rows, f"{data.dataset}: no pair got finite Yes/No logits"
+    rows = _answered(faith, data, ans)
+    assert rows, f"{data.dataset}: no pair got finite Yes/No logits (counted as 'non-finite score')"
     cos = layer_cosines(ans.states_same[:, rows], ans.states_diff[:, rows])
     labels = np.array(verdict_labels(ans.p_yes_same[rows], ans.p_yes_diff[rows]))
     series = []
@@ -269,7 +275,7 @@ def test_sage_effect(faith: Faith, spdfaith_data: SpdData, faith_seed: int) -> N
     data = spdfaith_data
     base, sage = data.answers("base"), data.answers("sage")
     recs = data.usable.records
-    both = sorted(set(_answered(base)) & set(_answered(sage)))
+    both = sorted(set(_answered(faith, data, base)) & set(_answered(faith, data, sage)))
     assert both, f"{data.dataset}: no pair answered under both variants"
     stim = [recs[i].stimulus_id for i in both]
 

@@ -18,7 +18,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from faithtests.protocols.lgip.fixtures import Scored, Unrelated, kind_slice, pair_exemplars, record_missing
+from faithtests.protocols import fail_unscored
+from faithtests.protocols.lgip.fixtures import (
+    Scored,
+    Unrelated,
+    finite_invariance,
+    kind_slice,
+    pair_exemplars,
+    record_missing,
+)
 from faithtests.protocols.lgip.metrics import invariance_summary
 from faithtests.protocols.lgip.paraphrase import ParaphraseLabels, paraphrase_kinds
 from faithtests.protocols.lgip.separation import relative_invariance_summary
@@ -33,16 +41,20 @@ def test_paraphrase_invariance(faith: Faith, invariance_scored: Scored, invarian
                                subset: str, faith_seed: int,
                                lgip_paraphrase_labels: ParaphraseLabels) -> None:
     scored = invariance_scored
-    idx = np.array([i for i, p in enumerate(scored.workload.pairs) if p.family == "paraphrase"])
+    slice_ = None if subset == "all" else kind_slice(lgip_paraphrase_labels, subset)
+    record_missing(faith, scored)
+    paraphrases = [i for i, p in enumerate(scored.workload.pairs) if p.family == "paraphrase"]
+    # pairs with NaN/inf scores are counted and fail the checks; the metrics use the others
+    idx, unrel = finite_invariance(faith, scored, paraphrases, invariance_unrelated)
+    if not idx.size:
+        fail_unscored(faith, "E_inv", slice=slice_, higher_is_better=False)
     pairs = [scored.workload.pairs[i] for i in idx]
     base, para = scored.base[idx], scored.perturbed[idx]
     kinds = paraphrase_kinds([p.perturbed for p in pairs], [p.label for p in pairs], lgip_paraphrase_labels)
     summary = invariance_summary(base, para, [p.image_id for p in pairs], kinds=kinds, seed=faith_seed)
     est = {"all": summary.overall, "simple": summary.simple, "advanced": summary.advanced}[subset]
     assert est is not None, f"no {subset} paraphrases were generated for {scored.workload.name}"
-    slice_ = None if subset == "all" else kind_slice(lgip_paraphrase_labels, subset)
 
-    record_missing(faith, scored)
     faith.metric("E_inv", est.value, ci=est.ci, n=est.n_pairs, higher_is_better=False, slice=slice_)
     if subset == "all" and summary.relative_increase_pct is not None:
         rel = summary.relative_increase_pct
@@ -54,7 +66,6 @@ def test_paraphrase_invariance(faith: Faith, invariance_scored: Scored, invarian
              *(e.value if e else float("nan") for e in (summary.simple, summary.advanced))],
         )], y_label="E_inv (lower is better)")
     chosen = np.array([subset in ("all", k) for k in kinds])
-    unrel = invariance_unrelated
     rel_inv = relative_invariance_summary(
         base[chosen], para[chosen], [p.image_id for p, c in zip(pairs, chosen, strict=True) if c], unrel.base,
         unrel.unrelated, [p.image_id for p in unrel.pairs], seed=faith_seed)

@@ -8,6 +8,7 @@ A new protocol is a new folder here: its ``fixtures.py`` is found and registered
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, NoReturn
 
 
 def fixture_plugins() -> tuple[str, ...]:
@@ -20,3 +21,13 @@ def fixture_plugins() -> tuple[str, ...]:
 
 #: Fixture modules registered by the plugin.
 FIXTURE_PLUGINS: tuple[str, ...] = fixture_plugins()
+
+
+def fail_unscored(faith: Any, name: str, *, slice: str | None = None,
+                  higher_is_better: bool = True) -> NoReturn:
+    """No item has finite model outputs (all counted by ``Faith.nonfinite``), so nothing can be
+    aggregated: record ``name`` undefined (n=0) and check it, which fails with the recorder's message
+    naming the model and its non-finite count, not with a bootstrap's error for suite authors."""
+    faith.metric(name, float("nan"), n=0, higher_is_better=higher_is_better, slice=slice)
+    faith.check(name, slice=slice)
+    raise AssertionError(f"{name}: an undefined value passed its check")  # check() fails undefined values

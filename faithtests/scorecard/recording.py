@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal, cast
 
+from faithtests.scorecard.coverage import NONFINITE, coverage_problem
 from faithtests.scorecard.model import (
     Exemplar,
     GateMode,
@@ -29,7 +30,7 @@ from faithtests.scorecard.model import (
     TestRecord,
     passes,
 )
-from faithtests.scorecard.thresholds import Thresholds
+from faithtests.scorecard.thresholds import ThresholdError, Thresholds, higher_is_better
 
 THUMBNAIL_SIDE = 128
 _EXEMPLAR_KEYS = frozenset({"image", "image_b", "texts", "scores", "reason"})
@@ -42,6 +43,10 @@ class FaithCheckFailed(AssertionError):
 
 class MissingThresholdError(LookupError):
     """``check()`` found no threshold in the thresholds files and none was passed explicitly."""
+
+
+class ThresholdDirectionError(ThresholdError):
+    """A threshold's op contradicts the direction the metric was recorded with (``higher_is_better``)."""
 
 
 def items_key(name: str, model: str = "", variant: str = "base") -> str:
@@ -66,18 +71,22 @@ def fmt_number(x: float | None) -> str:
 
 
 def _finite(x: Any, what: str) -> float | None:
-    """float(x), or None for NaN; inf and non-numbers are errors."""
+    """float(x), or None for NaN; inf and non-numbers are errors (plots, items)."""
+    v = _value(x, what)
+    if v is not None and math.isinf(v):
+        raise ValueError(f"{what} is infinite ({v}); record NaN (undefined) or a finite value")
+    return v
+
+
+def _value(x: Any, what: str) -> float | None:
+    """float(x) (inf kept), or None for NaN; non-numbers are errors."""
     if x is None:
         return None
     try:
         v = float(x)
     except (TypeError, ValueError):
         raise TypeError(f"{what} must be a number, got {type(x).__name__}: {x!r}") from None
-    if math.isnan(v):
-        return None
-    if math.isinf(v):
-        raise ValueError(f"{what} is infinite ({v}); record NaN (undefined) or a finite value")
-    return v
+    return None if math.isnan(v) else v
 
 
 def thumbnail_data_uri(image: Any, max_side: int = THUMBNAIL_SIDE, quality: int = 80) -> str:
@@ -127,6 +136,7 @@ class Faith:
         self._family: str | None = None
         self._role = role
         self._declared = declared if declared is not None else {}
+        self._infinite: dict[tuple[str, str | None, str, str], float] = {}  # metrics recorded as +-inf
 
     # -- labels -------------------------------------------------------------------------------------
     @property
@@ -195,21 +205,30 @@ class Faith:
             raise ValueError(
                 f"{where} recorded twice for model={self._model!r}, variant={self._variant!r}"
             )
-        v = _finite(value, f"{where} value")
+        v = _value(value, f"{where} value")
+        if v is not None and math.isinf(v):  # a broken model's output, not a suite bug: undefined, said why
+            self._infinite[(name, slice, self._model, self._variant)] = v
+            v = None
         ci_t: tuple[float, float] | None = None
+        ci_note: str | None = None
         if ci is not None and v is not None:
             if len(ci) != 2:
                 raise ValueError(f"{where}: ci must be (lo, hi), got {ci!r}")
-            lo, hi = _finite(ci[0], f"{where} ci lo"), _finite(ci[1], f"{where} ci hi")
-            if lo is None or hi is None or lo > hi:
-                raise ValueError(f"{where}: ci {tuple(ci)!r} is not a finite interval lo <= hi")
-            ci_t = (lo, hi)
+            lo, hi = _value(ci[0], f"{where} ci lo"), _value(ci[1], f"{where} ci hi")
+            if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+                # stats.UndefinedCI says why (too few clusters); any other NaN bound is undefined too
+                ci_note = str(getattr(ci, "reason", "")
+                              or "undefined (the bootstrap gave no finite interval)")
+            elif lo > hi:
+                raise ValueError(f"{where}: ci {tuple(ci)!r} is not an interval lo <= hi")
+            else:
+                ci_t = (lo, hi)
         if n is not None and (isinstance(n, bool) or int(n) != n or n < 0):
             raise ValueError(f"{where}: n must be a non-negative integer, got {n!r}")
         result = MetricResult(
             suite=self.suite, test=self.test, metric=name, value=v, model=self._model,
             variant=self._variant, ci=ci_t, n=int(n) if n is not None else None,
-            higher_is_better=bool(higher_is_better), slice=slice,
+            higher_is_better=bool(higher_is_better), slice=slice, ci_note=ci_note,
         )
         self.record.results.append(result)
         return result
@@ -242,33 +261,70 @@ class Faith:
             )
         if op is None or threshold is None:  # unreachable; narrows the types
             raise MissingThresholdError(where)
+        if higher_is_better(op) != r.higher_is_better:
+            src = resolved.source if resolved is not None else "the check() arguments"
+            raise ThresholdDirectionError(
+                f"{where}: threshold op {op!r} (from {src}) contradicts the metric's direction: {name} is "
+                f"recorded as {'higher' if r.higher_is_better else 'lower'}-is-better, so use "
+                f"{'>=' if r.higher_is_better else '<='}"
+            )
         threshold = float(threshold)
-        gate: GateMode = self.gate if r.ci is not None else "point"
+        gate: GateMode = self.gate if (r.ci is not None or r.ci_note) else "point"
         compared = r.value
-        if gate == "ci" and r.ci is not None:
-            compared = r.ci[0] if op in (">=", ">") else r.ci[1]
+        if gate == "ci":
+            compared = None if r.ci is None else (r.ci[0] if op in (">=", ">") else r.ci[1])
         ok = compared is not None and passes(compared, op, threshold)
-        self.record.results[idx] = r = replace(r, threshold=threshold, op=op, passed=ok, gate=gate)
-        if not ok:
+        coverage = coverage_problem(r, self.record.invalid, self.thresholds.coverage(self.suite))
+        self.record.results[idx] = r = replace(r, threshold=threshold, op=op, passed=ok and coverage is None,
+                                               gate=gate, coverage=coverage)
+        if not r.passed:
             raise FaithCheckFailed(self._failure_message(r, family))
         return r
+
+    def nonfinite(self, values: Any, items: Sequence[Any], *, what: str = "score") -> Any:
+        """Screen model outputs: rows of ``values`` (one per item) holding NaN or inf are counted as invalid
+        (kind ``'non-finite score'``, bound model/variant, item ids as examples) and every later
+        :meth:`check` of this model fails with a message saying so. Returns the boolean mask of the
+        finite rows, to aggregate only those."""
+        import numpy as np
+
+        x = np.asarray(values, dtype=np.float64)
+        if x.shape[:1] != (len(items),):
+            raise ValueError(f"nonfinite({what!r}): {x.shape[:1]} rows for {len(items)} items")
+        ok = np.isfinite(x.reshape(len(items), -1)).all(axis=1)
+        bad = [str(items[int(i)]) for i in np.flatnonzero(~ok)]
+        if bad:
+            self.invalid(NONFINITE, len(bad), total=len(items), examples=bad)
+        return ok
 
     def _failure_message(self, r: MetricResult, family: str | None) -> str:
         sl = f"[{r.slice}]" if r.slice else ""
         stats = []
         if r.ci is not None:
             stats.append(f"95% CI {fmt_number(r.ci[0])}–{fmt_number(r.ci[1])}")
+        elif r.ci_note:
+            stats.append(f"95% CI {r.ci_note}")
         if r.n is not None:
             stats.append(f"n={r.n}")
         paren = f" ({', '.join(stats)})" if stats else ""
         gate = f"gate={r.gate}"
         if r.gate == "ci" and r.ci is not None:
             gate += f", bound {fmt_number(r.ci[0] if r.op in ('>=', '>') else r.ci[1])}"
+        if r.gate == "ci" and r.ci is None:
+            gate += f", no CI bound: CI {r.ci_note or 'undefined'}"
         if r.inconclusive:
             gate += ", inconclusive: the CI straddles the threshold"
         labels = f"model={r.model or '-'}, variant={r.variant}" + (f", family={family}" if family else "")
+        inf = self._infinite.get((r.metric, r.slice, r.model, r.variant))
+        value = fmt_number(r.value) if inf is None else f"{inf} (non-finite: the model's outputs overflowed)"
+        if r.coverage is not None:
+            verdict = "no verdict: " + r.coverage
+            if r.value is not None and r.op is not None and r.threshold is not None:
+                verdict = (f"{'passes' if passes(r.value, r.op, r.threshold) else 'fails'} {r.op} "
+                           f"{fmt_number(r.threshold)} but has " + verdict)
+            return f"{r.suite}/{r.metric}{sl} = {value}{paren} {verdict} [{labels}]"
         return (
-            f"{r.suite}/{r.metric}{sl} = {fmt_number(r.value)}{paren} fails {r.op} "
+            f"{r.suite}/{r.metric}{sl} = {value}{paren} fails {r.op} "
             f"{fmt_number(r.threshold)} ({gate}) [{labels}]"
         )
 

@@ -22,6 +22,12 @@ Format (one table per suite; a key is a metric, or ``metric[slice]`` for one sli
 * Lookup of ``(suite, metric, slice)`` tries ``metric[slice]`` and then ``metric``, so a metric-level
   threshold also applies to its slices unless a slice overrides it. A default slice entry is complete on
   its own: the metric's ``family`` values do not apply to it.
+* ``op`` says the metric's direction (``>=``/``>``: higher is better). A user file may move a value but
+  not flip the default's direction (a ``>=`` on a lower-is-better metric passes worse models); a check
+  also refuses an op that contradicts how the metric was recorded (``higher_is_better``).
+* ``[coverage]`` (a reserved table, not a suite) sets when a run has enough data for a verdict:
+  ``min_valid_fraction`` (share of a test's inputs that must be valid) and ``min_n`` (least ``n`` of a
+  checked metric), with per-suite tables (``[coverage.invariance]``) overriding them.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ from faithtests.scorecard.model import OPS, Op
 _KEY = re.compile(r"^(?P<metric>[^\[\]]+)(?:\[(?P<slice>[^\[\]]+)\])?$")
 _FIELDS = ("op", "value", "family")
 _DEFAULT_FIELDS = (*_FIELDS, "slices")
+COVERAGE = "coverage"  # the reserved table of coverage rules
+_COVERAGE_FIELDS = ("min_valid_fraction", "min_n")
 
 
 class ThresholdError(ValueError):
@@ -77,6 +85,23 @@ class ResolvedThreshold:
     key: str  # the key that matched: "PR[color]" or "PR"
 
 
+def higher_is_better(op: Op) -> bool:
+    """The direction an op declares: ``>=`` / ``>`` gate a higher-is-better metric."""
+    return op in (">=", ">")
+
+
+@dataclass(frozen=True)
+class CoverageRule:
+    """When a check has enough data for a verdict (see the ``[coverage]`` table).
+
+    ``min_valid_fraction``: the least share of a test's inputs that must be usable (1 - invalid/total
+    for every invalid count with a total); ``min_n``: the least ``n`` of a checked metric."""
+
+    min_valid_fraction: float = 0.5
+    min_n: int = 1  # suites/thresholds.toml sets 10
+    source: str = "built-in default"
+
+
 def metric_key(metric: str, slice: str | None = None) -> str:
     return f"{metric}[{slice}]" if slice else metric
 
@@ -92,9 +117,18 @@ class Thresholds:
     """The merged thresholds of a run."""
 
     def __init__(self, table: Mapping[str, Mapping[str, Threshold]] | None = None,
-                 files: Iterable[str] = ()) -> None:
+                 files: Iterable[str] = (), coverage: Mapping[str, CoverageRule] | None = None) -> None:
         self._table: dict[str, dict[str, Threshold]] = {s: dict(t) for s, t in (table or {}).items()}
         self.files: tuple[str, ...] = tuple(files)  # every file consulted, in merge order
+        # "" -> the run-wide rule, suite -> that suite's override (complete: merged at parse time)
+        self._coverage: dict[str, CoverageRule] = {"": CoverageRule(), **(coverage or {})}
+
+    def coverage(self, suite: str | None = None) -> CoverageRule:
+        """The coverage rule of ``suite`` (its own table, else the run-wide one)."""
+        return self._coverage.get(suite or "", self._coverage[""])
+
+    def coverage_rules(self) -> dict[str, CoverageRule]:
+        return dict(self._coverage)
 
     def __contains__(self, suite: str) -> bool:
         return suite in self._table
@@ -167,14 +201,64 @@ def _read_toml(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ThresholdError(f"{path}: cannot read thresholds file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:  # TOML is UTF-8 by definition
+        raise ThresholdError(
+            f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+            "TOML files must be UTF-8: re-save the thresholds file as UTF-8"
+        ) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ThresholdError(f"{path}: not valid TOML ({exc})") from None
 
 
+def _coverage_fields(spec: object, where: str, base: CoverageRule) -> CoverageRule:
+    if not isinstance(spec, dict):
+        raise ThresholdError(f"{where}: must be a table of {', '.join(_COVERAGE_FIELDS)}, got {spec!r}")
+    unknown = sorted(set(spec) - set(_COVERAGE_FIELDS))
+    if unknown:
+        raise ThresholdError(f"{where}: unknown field(s) {', '.join(unknown)} (allowed: "
+                             f"{', '.join(_COVERAGE_FIELDS)})" + _did_you_mean(unknown[0], _COVERAGE_FIELDS))
+    rule = base
+    if "min_valid_fraction" in spec:
+        f = _number(spec["min_valid_fraction"], f"{where}.min_valid_fraction")
+        if not 0.0 <= f <= 1.0:
+            raise ThresholdError(f"{where}: min_valid_fraction {f!r} is not in [0, 1]")
+        rule = replace(rule, min_valid_fraction=f)
+    if "min_n" in spec:
+        n = spec["min_n"]
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ThresholdError(f"{where}: min_n {n!r} is not a non-negative integer")
+        rule = replace(rule, min_n=n)
+    return rule
+
+
+def _parse_coverage(spec: object, source: str, suites: Iterable[str],
+                    rules: Mapping[str, CoverageRule]) -> dict[str, CoverageRule]:
+    """``[coverage]`` merged over ``rules``: run-wide fields, then ``[coverage.SUITE]`` tables (a suite
+    table starts from the run-wide rule as merged so far)."""
+    where = f"{source}: [{COVERAGE}]"
+    if not isinstance(spec, dict):
+        raise ThresholdError(f"{where} must be a table, got {spec!r}")
+    known = list(suites)
+    out = dict(rules)
+    top = {k: v for k, v in spec.items() if not isinstance(v, dict)}
+    out[""] = replace(_coverage_fields(top, where, out[""]), source=source)
+    for suite, body in spec.items():
+        if not isinstance(body, dict):
+            continue
+        if suite not in known:
+            raise ThresholdError(f"{where}: unknown suite {suite!r} (suites: {', '.join(known) or 'none'})"
+                                 + _did_you_mean(suite, known))
+        start = out.get(suite, out[""])
+        out[suite] = replace(_coverage_fields(body, f"{source}: [{COVERAGE}.{suite}]", start), source=source)
+    return out
+
+
 def _entries(data: dict[str, Any], source: str) -> Iterable[tuple[str, str, Any]]:
     for suite, body in data.items():
+        if suite == COVERAGE:
+            continue
         if not isinstance(body, dict):
             raise ThresholdError(f"{source}: [{suite}] must be a table of metric thresholds, got {body!r}")
         for key, spec in body.items():
@@ -215,7 +299,10 @@ def parse_defaults(data: dict[str, Any], source: str) -> Thresholds:
             source=source,
             slices=_slices(spec["slices"], key, where) if "slices" in spec else (),
         )
-    return Thresholds(table, [source])
+    coverage = Thresholds().coverage_rules()
+    if COVERAGE in data:
+        coverage = _parse_coverage(data[COVERAGE], source, table, coverage)
+    return Thresholds(table, [source], coverage)
 
 
 def _did_you_mean(word: str, options: Iterable[str]) -> str:
@@ -281,12 +368,22 @@ def merge_user(base: Thresholds, data: dict[str, Any], source: str) -> Threshold
         new = old
         if "op" in spec:
             new = replace(new, op=_op(spec["op"], where))
+            if higher_is_better(new.op) != higher_is_better(old.op):
+                raise ThresholdError(
+                    f"{where}: op {new.op!r} contradicts the metric's direction: {key} is "
+                    f"{'higher' if higher_is_better(old.op) else 'lower'}-is-better ({old.op!r} in "
+                    f"{old.source or base.describe_files()}); a threshold may change its value, not "
+                    "which way is better"
+                )
         if "value" in spec:
             new = replace(new, value=_number(spec["value"], where))
         if "family" in spec:
             new = replace(new, family={**old.family, **_family(spec["family"], where)})
         table[suite][key] = replace(new, source=source)
-    return Thresholds(table, [*base.files, source])
+    coverage = base.coverage_rules()
+    if COVERAGE in data:
+        coverage = _parse_coverage(data[COVERAGE], source, table, coverage)
+    return Thresholds(table, [*base.files, source], coverage)
 
 
 def load_thresholds(default: Path | None, user: Path | None = None, *,

@@ -88,6 +88,8 @@ def test_every_threshold_key_is_checked_by_a_suite() -> None:
     checks = checked()
     unchecked = []
     for suite, entries in table.items():
+        if suite == "coverage":  # the coverage rule applies to every check, it names no metric
+            continue
         for key in entries:
             metric, sl = split_key(key)
             seen = checks.get(suite, set())

@@ -253,7 +253,7 @@ def premise_data(request: pytest.FixtureRequest, faith_vlm: Any) -> PremiseData:
     if key not in cache:
         loaded = _records(request.config, dataset)
         todo, na, reason = runnable(loaded.records)
-        run = run_choice(faith_vlm, todo)
+        run = finite_run(run_choice(faith_vlm, todo))
         lens, lens_reason = (None, "the run kept no hidden states")
         if run.states is not None and run.records:
             lens, lens_reason = logit_lens(faith_vlm, run.states)
@@ -266,3 +266,23 @@ def premise_data(request: pytest.FixtureRequest, faith_vlm: Any) -> PremiseData:
             store=request.getfixturevalue("faith_output_store"),
         )
     return cache[key]
+
+
+def finite_run(run: ChoiceRun) -> ChoiceRun:
+    """``run`` without the records whose letter logits or states hold NaN or inf (a broken model): each is
+    counted as 'non-finite score' in ``run.invalid``, which the tests record, so every check of the model
+    fails saying so while the metrics use the finite records only."""
+    import numpy as np
+
+    from faithtests.scorecard.coverage import NONFINITE
+
+    ok = np.isfinite(run.logits.reshape(len(run.records), -1)).all(axis=1)
+    if run.states is not None:  # a float64 sum of finite float32 states cannot overflow
+        ok &= np.isfinite(run.states.sum(axis=(0, 2), dtype=np.float64))
+    ok = np.asarray(ok, dtype=bool)
+    if ok.all():
+        return run
+    for r in (r for r, k in zip(run.records, ok, strict=True) if not k):
+        run.reject(NONFINITE, r.item_id)
+    return replace(run, records=[r for r, k in zip(run.records, ok, strict=True) if k], logits=run.logits[ok],
+                   perms=run.perms[ok], states=None if run.states is None else run.states[:, ok])

@@ -142,6 +142,9 @@ def test_suite_on_acbench_and_emoset_files_counts_bad_rows_by_kind(tmp_path: Pat
             json.dumps({"emotion": r.image_emotion, "image_id": f"e{i}"})
         )
     (emo / "annotation" / "bad.json").write_text(json.dumps({"emotion": "joy", "image_id": "e9"}))
+    # 12 records of two images: too few for the default coverage rule (min_n 10 per metric), which this
+    # test is not about; a user's own file lowers it the same way
+    (tmp_path / "small.toml").write_text("[coverage]\nmin_n = 1\n")
     outcomes, results, invalid = run_ac(
         tmp_path,
         "reference:vlm",
@@ -153,6 +156,8 @@ def test_suite_on_acbench_and_emoset_files_counts_bad_rows_by_kind(tmp_path: Pat
         f"emoset={emo}",
         "--faith-cecs-window",
         "1-2",
+        "--faith-thresholds",
+        str(tmp_path / "small.toml"),
     )
     ac = {t: o for t, o in outcomes.items() if "[acbench-" in t}
     assert len(ac) == 16 and all(o == "passed" for o in ac.values()), ac

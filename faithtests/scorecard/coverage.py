@@ -1,0 +1,105 @@
+"""Input coverage: how much of each dataset a run could use, counted honestly, and the coverage rule.
+
+Tests of one dataset report the same unusable inputs again (every LGIP test on SugarCrepe counts the
+same missing COCO images), so a run's coverage is counted once per dataset, never summed over tests:
+:func:`input_coverage` takes, per (dataset, kind), the largest count any test reported. A kind whose
+count differs between models (an unparseable answer, a non-finite score) is a property of the model and
+gets one row per model; a kind every model saw equally (a missing image) is a property of the data
+(``model=""``). Pure functions over the scorecard model: no pytest, no numpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from faithtests.scorecard.model import InvalidCount, MetricResult, TestRecord
+from faithtests.scorecard.scorecard import Scorecard
+from faithtests.scorecard.thresholds import CoverageRule
+
+#: Invalid-count kind of model outputs that are NaN or infinite (counted per item, fail the checks).
+NONFINITE = "non-finite score"
+
+
+@dataclass(frozen=True)
+class DatasetCoverage:
+    """Inputs of one dataset that could not be used, of one kind, counted once."""
+
+    dataset: str  # "world", "coco", "world+sugarcrepe", ...; "" when the tests carry no dataset
+    kind: str  # the InvalidCount kind: "missing image", "non-finite score", ...
+    missing: int  # inputs of this kind, once per dataset (the largest count of any test), never summed
+    total: int | None  # out of this many inputs (None when no test said)
+    model: str = ""  # "" when every model saw the same count (the data's property), else the model label
+    variant: str = "base"
+    tests: tuple[str, ...] = ()  # the tests that reported it
+
+    @property
+    def fraction(self) -> float | None:
+        return self.missing / self.total if self.total else None
+
+
+def dataset_of(record: TestRecord) -> str:
+    """The dataset a test ran on (its dataset parameter), "" when unknown."""
+    return record.dataset
+
+
+def _key(i: InvalidCount) -> tuple[int, int]:
+    return (i.count, i.total or 0)
+
+
+def input_coverage(sc: Scorecard) -> list[DatasetCoverage]:
+    """One row per (dataset, kind) (per model where models differ), sorted by dataset, kind, model."""
+    groups: dict[tuple[str, str], list[tuple[TestRecord, InvalidCount]]] = {}
+    for rec in sc.tests:
+        for inv in rec.invalid:
+            groups.setdefault((dataset_of(rec), inv.kind), []).append((rec, inv))
+    out: list[DatasetCoverage] = []
+    for (dataset, kind), hits in groups.items():
+        per_model: dict[tuple[str, str], list[tuple[TestRecord, InvalidCount]]] = {}
+        for rec, inv in hits:
+            per_model.setdefault((inv.model, inv.variant), []).append((rec, inv))
+        best = {m: max(v, key=lambda h: _key(h[1])) for m, v in per_model.items()}
+        if len({_key(inv) for _, inv in best.values()}) == 1:  # the same for every model: the data's
+            _, inv = next(iter(best.values()))
+            out.append(DatasetCoverage(dataset, kind, inv.count, inv.total,
+                                       tests=tuple(sorted({r.test for r, _ in hits}))))
+            continue
+        for (model, variant), (_, inv) in best.items():
+            out.append(DatasetCoverage(dataset, kind, inv.count, inv.total, model, variant,
+                                       tests=tuple(sorted({r.test for r, _ in per_model[(model, variant)]}))))
+    return sorted(out, key=lambda c: (c.dataset, c.kind, c.model, c.variant))
+
+
+def coverage_line(c: DatasetCoverage) -> str:
+    """``coverage sugarcrepe: 7300 of 7347 inputs missing image (99.4%)``."""
+    where = c.dataset or "(no dataset)"
+    who = f" [model={c.model}, variant={c.variant}]" if c.model else ""
+    out_of = f" of {c.total} inputs" if c.total is not None else " input(s)"
+    pct = f" ({c.fraction:.1%})" if c.fraction is not None else ""
+    return f"coverage {where}: {c.missing}{out_of} {c.kind}{pct}{who}"
+
+
+def _nonfinite_problem(i: InvalidCount) -> str:
+    of = f" of {i.total}" if i.total is not None else ""
+    eg = f"e.g. {', '.join(i.examples[:3])}; " if i.examples else ""
+    return (f"model {i.model or '-'} produced non-finite outputs (NaN or inf) for {i.count}{of} items "
+            f"({eg}kind '{NONFINITE}'): its outputs are broken (an overflowing dtype such as float16, or bad "
+            "weights), so no verdict can be given")
+
+
+def coverage_problem(r: MetricResult, invalid: Iterable[InvalidCount], rule: CoverageRule) -> str | None:
+    """Why the check ``r`` has too little usable data for a verdict, or None. ``invalid`` are its test's
+    counts so far; those of another model/variant are ignored (model-less ones apply to every model)."""
+    mine = [i for i in invalid if i.model in ("", r.model) and i.variant == r.variant and i.count]
+    problems = [_nonfinite_problem(i) for i in mine if i.kind == NONFINITE]
+    if r.n is not None and r.n < rule.min_n:
+        problems.append(f"n={r.n} < min_n {rule.min_n} (too few items for a verdict)")
+    for i in mine:
+        if i.total and i.kind != NONFINITE and 1.0 - i.count / i.total < rule.min_valid_fraction:
+            valid = 1.0 - i.count / i.total
+            problems.append(f"only {i.total - i.count} of {i.total} inputs valid ({valid:.1%}; "
+                            f"{i.count} {i.kind}) < min_valid_fraction {rule.min_valid_fraction:g}")
+    if not problems:
+        return None
+    return "; ".join(problems) + f" [coverage rule from {rule.source}]"
+
