@@ -3,11 +3,20 @@ and plots must be in the DOM, every inline image must decode, and the console mu
 (the page's Content-Security-Policy turns any external fetch or unpinned inline code into a console
 error). A control page proves the console check itself can fail on this Chromium.
 
+Layout is measured in the browser itself: a test-only copy of the page carries one more inline script,
+pinned by its own hash in the page's CSP (the policy stays strict: an unpinned script would not run,
+which the control test shows), that opens every folded section and writes into the DOM each SVG text
+whose rendered box leaves its SVG; ``--dump-dom`` then reads it back.
+
 Skipped when Chromium is absent, unless ``FAITH_REQUIRE_CHROMIUM=1`` (set by CI), which makes that a failure.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import html as html_lib
+import json
 import os
 import re
 import shutil
@@ -15,8 +24,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from _sample_scorecard import sample_scorecard
+from _sample_scorecard import CLIP, OC, sample_scorecard, sample_with_regressions
+from test_render import tables
 
+from faithtests.scorecard.model import Plot, Series, TestRecord
 from faithtests.scorecard.render import render_html
 
 _FLAGS = [
@@ -64,13 +75,88 @@ def test_scorecard_renders_in_chromium_without_console_errors(chromium: str, tmp
     page.write_text(html, encoding="utf-8")
     dom, console = _dump_dom(chromium, page, tmp_path / "profile")
     assert console == []
-    assert dom.count('<table class="metrics">') == 3 and '<table class="invalid">' in dom
-    assert '<table class="fingerprint">' in dom
+    assert dom.count('<table class="metrics main">') == 2 and dom.count('<table class="metrics slices">') == 1
+    assert '<table class="invalid">' in dom and '<table class="fingerprint">' in dom
     n_img = len(re.findall(r"<img ", html))
-    assert n_img == 51 and len(re.findall(r"<img ", dom)) == n_img
-    assert re.search(r'data-images-ok="(\d+)/(\d+)"', dom) is not None
+    # lgip: 3 distinct failure cards + 1 hardest item; premise: 3 tests x 8 (capped) pairs of images
+    assert n_img == 3 + 1 + 3 * 8 * 2 and len(re.findall(r"<img ", dom)) == n_img
     assert f'data-images-ok="{n_img}/{n_img}"' in dom  # every thumbnail decoded
     assert dom.count("<svg") == 5 and dom.count('class="band"') == 3
+
+
+# Test-only: opens every <details>, then lists each SVG text whose box leaves its SVG (0.5 px slack).
+MEASURE = """
+window.addEventListener("load", function () {
+  document.querySelectorAll("details").forEach(function (d) { d.open = true; });
+  var bad = [], n = 0;
+  document.querySelectorAll("svg").forEach(function (svg) {
+    var box = svg.getBoundingClientRect();
+    svg.querySelectorAll("text").forEach(function (t) {
+      var r = t.getBoundingClientRect();
+      n++;
+      if (r.width === 0 || r.left < box.left - 0.5 || r.right > box.right + 0.5 ||
+          r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5) {
+        bad.push(t.textContent.slice(0, 60) + " @" + Math.round(r.left - box.left) + "," +
+                 Math.round(r.top - box.top) + " w" + Math.round(r.width) + " in " +
+                 Math.round(box.width) + "x" + Math.round(box.height));
+      }
+    });
+  });
+  document.documentElement.dataset.svgTexts = String(n);
+  document.documentElement.dataset.svgOverflow = JSON.stringify(bad);
+});
+"""
+
+
+def _with_measurement(html: str) -> str:
+    """The page plus MEASURE, pinned by hash next to the page's own script: the CSP stays strict."""
+    digest = "sha256-" + base64.b64encode(hashlib.sha256(MEASURE.encode()).digest()).decode()
+    out, n = re.subn(r"script-src (&#39;sha256-[^&]+&#39;)", rf"script-src \1 &#39;{digest}&#39;", html)
+    assert n == 1
+    return out.replace("</body>", f"<script>{MEASURE}</script></body>")
+
+
+def _stress_plots() -> TestRecord:
+    """Plots built to overflow: long title, many long categories, a long legend, a far threshold."""
+    cats = [f"flip type number {i} with a long descriptive name" for i in range(9)]
+    series = [Series(f"{OC} variant {k}", cats, [0.1 * (i % 5) + 0.05 * k for i in range(9)])
+              for k in range(3)]
+    long_title = "PR by flip type, strength bin and option order on the procedural world (reference data)"
+    return TestRecord(
+        "suites/test_flip.py::test_pr[world-open_clip:ViT-B-32@laion2b_s34b_b79k-all]", "flip",
+        dataset="world",
+        plots=[Plot(long_title, "bar", series, x_label="flip type " * 20,
+                    y_label="PR (higher is better) " * 5),
+               Plot("PR by layer", "line", [Series("m", [0, 1, 2, 3], [0.2, 0.3, 0.25, 0.4],
+                                                   [0.1, 0.2, 0.2, 0.3], [0.3, 0.4, 0.3, 0.5])],
+                    y_label="PR")],
+    )
+
+
+def test_verdict_failed_checks_and_svg_texts_in_chromium(chromium: str, tmp_path: Path) -> None:
+    current, base = sample_with_regressions()
+    current.tests.append(_stress_plots())
+    page = tmp_path / "measured.html"
+    control = '<svg width="50" height="20"><text x="30" y="15" font-size="11">control overflow</text></svg>'
+    html = render_html(current, base).replace("</body>", control + "</body>")  # proves the check can fail
+    page.write_text(_with_measurement(html), encoding="utf-8")
+    dom, console = _dump_dom(chromium, page, tmp_path / "profile")
+    assert console == []
+    # the verdict block: first thing after the title, one row per model/variant
+    assert dom.index('id="verdict"') < dom.index('class="suite"')
+    verdict = {r[0]: r for r in tables(dom, "verdict")[0][1:]}
+    assert verdict[OC][1] == "FAIL" and verdict[CLIP][1] == "FAIL" and verdict[f"{CLIP} · pgla"][1] == "PASS"
+    # every failed check is in a main table, its row linked from the verdict block
+    main = [row for t in tables(dom, "metrics main") for row in t[1:]]
+    for r in (r for r in current.results if r.passed is False):
+        label = f"{r.metric} [{r.slice}]" if r.slice else r.metric
+        assert any(row[1].startswith(label) and "FAIL" in " ".join(row[2:]) for row in main), label
+    # no SVG text leaves its SVG, once every section is open
+    texts = re.search(r'data-svg-texts="(\d+)"', dom)
+    overflow = re.search(r'data-svg-overflow="([^"]*)"', dom)
+    assert texts is not None and int(texts.group(1)) > 50 and overflow is not None
+    bad = json.loads(html_lib.unescape(overflow.group(1)))
+    assert len(bad) == 1 and bad[0].startswith("control overflow @30"), bad
 
 
 def test_the_console_check_can_fail(chromium: str, tmp_path: Path) -> None:

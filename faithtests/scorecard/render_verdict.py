@@ -1,0 +1,139 @@
+"""The first screen of the scorecard: one verdict per model/variant, and the regression list.
+
+A verdict row answers "ship or not" for one column of the tables: FAIL when any of its checks failed,
+it regressed against the baseline, or one of its tests failed or errored without a failed check to
+show for it; PASS when it has checks and none of that happened; NO CHECKS otherwise. Every failing
+check and regression is named and links to its row in the suite's main metric table.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from faithtests.scorecard.model import TestRecord, test_key
+from faithtests.scorecard.render_views import Column, Key, fmt, metric_label, slug, strip_file, test_params
+from faithtests.scorecard.scorecard import Scorecard
+
+
+@dataclass
+class Link:
+    text: str
+    href: str  # an element id on the page, without "#"
+    title: str = ""
+
+
+@dataclass
+class Verdict:
+    column: str
+    anchor: str
+    passed: int = 0
+    failed: list[Link] = field(default_factory=list)
+    inconclusive: int = 0
+    regressions: list[Link] = field(default_factory=list)
+    broken_tests: list[Link] = field(default_factory=list)  # failed/errored tests without a failed check
+
+    @property
+    def status(self) -> str:
+        if self.failed or self.regressions or self.broken_tests:
+            return "fail"
+        return "pass" if self.passed else "none"
+
+    @property
+    def label(self) -> str:
+        return {"fail": "FAIL", "pass": "PASS", "none": "NO CHECKS"}[self.status]
+
+
+def _dataset(t: TestRecord) -> str:
+    return str(getattr(t, "dataset", "") or "")
+
+
+def _context(t: TestRecord, model: str) -> str:
+    """What tells two runs of one metric apart: the dataset, else the params without the model label."""
+    ds = _dataset(t)
+    if ds:
+        return ds
+    params = test_params(t.test).replace(model, "").replace("--", "-").strip("-") if model else ""
+    return params or test_params(t.test)
+
+
+def verdicts(
+    sc: Scorecard, anchors: dict[Key, str], suite_anchor: dict[str, str], regressed: list[Key]
+) -> list[Verdict]:
+    """One :class:`Verdict` per model/variant, plus a trailing "(no model)" row for broken tests that
+    recorded nothing (their failure is attributed to no column, so it must be visible on its own)."""
+    by_col: dict[Column, Verdict] = {}
+
+    def get(col: Column) -> Verdict:
+        if col not in by_col:
+            by_col[col] = Verdict(col.label, slug("v-", col.model, col.variant))
+        return by_col[col]
+
+    failing: dict[Column, list[tuple[str, str, str, TestRecord]]] = defaultdict(list)
+    for t in sc.tests:
+        cols = {Column(r.model, r.variant) for r in t.results}
+        for r in t.results:
+            v = get(Column(r.model, r.variant))
+            v.passed += r.passed is True
+            v.inconclusive += bool(r.inconclusive)
+            if r.passed is False:
+                failing[Column(r.model, r.variant)].append(
+                    (metric_label(r.metric, r.slice), anchors.get(r.key, ""), r.suite, t))
+        if t.outcome in ("failed", "error") and not any(r.passed is False for r in t.results):
+            link = Link(strip_file(t.test), suite_anchor.get(t.suite, ""), t.message[:300])
+            for col in cols or {Column("", "base")}:
+                get(col).broken_tests.append(link)
+    for col, items in failing.items():
+        seen = Counter(text for text, *_ in items)
+        for text, href, suite, t in items:
+            shown = text if seen[text] == 1 else f"{text} · {_context(t, col.model)}"
+            get(col).failed.append(Link(shown, href, f"{suite}: {strip_file(t.test)}"))
+    for key in regressed:
+        col = Column(key[1], key[2])
+        get(col).regressions.append(
+            Link(metric_label(key[3], key[4] or None), anchors.get(key, ""), strip_file(key[0])))
+    return [by_col[c] for c in sorted(by_col, key=lambda c: (c.model == "", c.model, c.variant != "base",
+                                                             c.variant))]
+
+
+def _float(v: object) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def regression_key(reg: dict[str, Any]) -> Key:
+    return (
+        test_key(str(reg.get("test", ""))),
+        str(reg.get("model", "")),
+        str(reg.get("variant", "base")),
+        str(reg.get("metric", "")),
+        str(reg.get("slice") or ""),
+    )
+
+
+def regression_rows(
+    sc: Scorecard, anchors: dict[Key, str], suite_anchor: dict[str, str]
+) -> list[dict[str, str]]:
+    """The gate's regression dicts (``MetricDelta.to_json()``), each naming its parametrised test
+    (``test_x[world-reference:clip-all]``) and linked to its row (or, failing that, its suite)."""
+    suite_of = {test_key(t.test): t.suite for t in sc.tests}
+    out = []
+    for reg in sc.regressions:
+        key = regression_key(reg)
+        link = anchors.get(key) or suite_anchor.get(suite_of.get(key[0], ""), "")
+        hib = reg.get("higher_is_better")
+        delta = _float(reg.get("delta"))
+        out.append(
+            {
+                "link": link,
+                "test": strip_file(key[0]) if key[0] else "?",
+                "metric": key[3],
+                "column": Column(key[1], key[2]).label,
+                "slice": key[4],
+                "baseline": fmt(_float(reg.get("baseline"))),
+                "current": fmt(_float(reg.get("current"))),
+                "delta": "n/a" if delta is None else f"{delta:+.3g}",
+                "better": "" if hib is None else ("higher" if hib else "lower"),
+            }
+        )
+    return out
