@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from faithtests.world.flips import FLIP_KINDS, flip_spec
 from faithtests.world.ids import item_rng
 from faithtests.world.items import caption_items
 from faithtests.world.render import render
+from faithtests.world.scene import sample_scene
 
 EVAL_SEED = 1_000_003
 CLIP_NAMES = ("clip", "clip-colorblind")
@@ -70,9 +72,41 @@ def clip_report(scorer: Any, n: int = 200, seed: int = EVAL_SEED) -> dict[str, f
         out[f"n_{kind}"] = float(mask.sum())
     gap = _sim(scorer, inv_images, inv_a) - _sim(scorer, inv_images, inv_b)
     out["E_inv_templates"] = float(np.abs(gap).mean())
+    # its standard error, so that two cards' E_inv can be compared beyond noise (tests/reference)
+    out["se_E_inv_templates"] = float(np.abs(gap).std(ddof=1) / np.sqrt(len(gap))) if len(gap) > 1 else 0.0
     # random-caption control: the caption of the next item
     rand = [items[(i + 1) % n].captions[0] for i in range(n)]
     out["PR_random"] = float((_sim(scorer, inv_images, inv_a) > _sim(scorer, inv_images, rand)).mean())
+    return out | count_pair_report(scorer, 2 * n, seed)
+
+
+COUNTS = (1, 2, 3)
+COUNT_PAIRS: tuple[tuple[int, int], ...] = tuple((a, b) for a in COUNTS for b in COUNTS if a != b)
+
+
+def count_pair_report(scorer: Any, n: int = 400, seed: int = EVAL_SEED) -> dict[str, float]:
+    """PR (LGIP Eq. 5) of number flips per (true -> flipped) count pair on held-out one-group scenes whose
+    count is uniform over 1-3: each scene's canonical caption against the same caption with each other
+    count. The world's own mix is 60% singles, which hides a weak pair behind PR[number]."""
+    images, pos_texts, flip_texts, pairs = [], [], [], []
+    for i in range(n):
+        rng = item_rng("eval-count", seed, i)
+        scene = sample_scene(rng, n_groups=(1, 1), count_p=(1.0, 1.0, 1.0))
+        spec = scene_spec(scene, with_background=False)
+        img, c = render(scene), render_caption(spec)
+        (m,) = spec.mentions
+        for other in COUNTS:
+            if other != m.count:
+                images.append(img)
+                pos_texts.append(c)
+                flip_texts.append(render_caption(replace(spec, mentions=(replace(m, count=other),))))
+                pairs.append((m.count, other))
+    wins = _sim(scorer, images, pos_texts) > _sim(scorer, images, flip_texts)
+    out: dict[str, float] = {}
+    for a, b in COUNT_PAIRS:
+        mask = np.array([p == (a, b) for p in pairs])
+        out[f"PR_count_{a}to{b}"] = float(wins[mask].mean())
+        out[f"n_count_{a}to{b}"] = float(mask.sum())
     return out
 
 
@@ -118,7 +152,7 @@ def card_table(name: str) -> str:
             f"| seed | {train['phases'][0]['seed'] if train.get('phases') else train['seed']} |"]
     h = held["heldout"]
     for k, v in h.items():
-        if k.startswith("n_"):
+        if k.startswith(("n_", "se_")):
             continue
         # "n_KIND" for flips per kind (clip), "n_METRIC" where a metric uses a subset, else items per task
         n = int(h.get("n_" + k.removeprefix("PR_"), h.get("n_" + k, held["n"])))

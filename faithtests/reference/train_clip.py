@@ -8,11 +8,12 @@ checkpoint directory. Embedding size 64.
 Recipe (seeded; fresh world scenes every step, never the held-out streams):
 1. dense warm-up of the vision trunk (``faithtests.reference.warmup``): each patch token predicts the colour,
    shape and size of the object in its patch (300 steps);
-2. contrastive training (1500 steps, batch 32, AdamW, one-cycle lr 2e-3): symmetric InfoNCE over the
-   batch; each image's caption is a random true surface form (canonical / reordered / "there is" /
-   synonyms / with or without background, in one of LGIP's nine simple templates half of the time);
-   plus a hard-negative term (weight 2): each image against its own caption and up to four
-   verified-false flips of distinct kinds (NegCLIP-style); plus two auxiliary terms that keep the
+2. contrastive training (2500 steps, batch 32, AdamW, one-cycle lr 2e-3) on scenes whose group counts
+   are uniform over 1-3: symmetric InfoNCE over the batch; each image's caption is a random true
+   surface form (canonical / reordered / "there is" / synonyms / with or without background, in one of
+   LGIP's nine simple templates half of the time); plus a hard-negative term (weight 2): each image
+   against its own caption and a verified-false flip of every kind (NegCLIP-style), the count flip to
+   another count in 1-3 (so foils name fewer objects as often as more); plus two auxiliary terms that keep the
    warm-up's attributes (the per-patch readout) and make both towers expose the scene's attribute
    summary through one shared linear "bag" head. Without them a contrastive start learns colour and
    size only: neither tower encodes shape while the other does not.
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,7 @@ import numpy as np
 from faithtests.protocols.lgip.paraphrase import SIMPLE_TEMPLATES
 from faithtests.reference.tokenizer import build_tokenizer
 from faithtests.reference.warmup import BAG_SIZE, bag_targets, dense_loss, dense_warmup, make_heads
-from faithtests.world.captions import CaptionSpec, render_caption, scene_spec
+from faithtests.world.captions import CaptionSpec, render_caption, satisfies, scene_spec
 from faithtests.world.flips import flip_spec
 from faithtests.world.render import render
 from faithtests.world.scene import CANVAS, Scene, sample_scene
@@ -84,26 +86,51 @@ def true_caption(scene: Scene, rng: np.random.Generator, colour: bool) -> str:
     return text
 
 
-def hard_negatives(scene: Scene, rng: np.random.Generator, colour: bool, k: int = 2) -> list[str]:
-    """Up to ``k`` verified-false flips of distinct kinds (random order of kinds)."""
-    kinds = ["colour", "number", "object", "relation", "compositional"] if colour else [
-        "number", "object", "relation"]
+TRAIN_COUNTS = (1, 2, 3)
+#: P(count) of each group in training scenes: uniform, so that number foils go up as often as down. With
+#: the world's default mix (60% singles) almost every number foil named a larger count than the truth,
+#: and the first recipe learnt "the smaller count is true" (PR 3->2 0.02, 2->1 0.30; issue 19).
+TRAIN_COUNT_P = (1.0, 1.0, 1.0)
+
+
+def number_negative(scene: Scene, spec: CaptionSpec, rng: np.random.Generator,
+                    counts: tuple[int, ...] = TRAIN_COUNTS) -> str | None:
+    """A verified-false count flip of one mention to another count that training scenes show (1-3), so
+    the foil is larger or smaller than the truth with equal odds over uniform counts (four and five
+    never occur in an image and would always be "more")."""
+    for i in rng.permutation(len(spec.mentions)):
+        m = spec.mentions[int(i)]
+        for other in rng.permutation([c for c in counts if c != m.count]):
+            ms = list(spec.mentions)
+            ms[int(i)] = replace(m, count=int(other))
+            foil = replace(spec, mentions=tuple(ms))
+            if not satisfies(scene, foil):
+                return render_caption(foil)
+    return None
+
+
+def hard_negatives(scene: Scene, rng: np.random.Generator, colour: bool, k: int = 2,
+                   foil_counts: tuple[int, ...] = TRAIN_COUNTS) -> list[str]:
+    """A count flip within 1-3 (always, when the scene admits one) and verified-false flips of other,
+    distinct kinds (random order) up to ``k`` foils."""
+    kinds = ["colour", "object", "relation", "compositional"] if colour else ["object", "relation"]
     spec = scene_spec(scene, with_background=False, with_colour=colour)
-    out: list[str] = []
+    number = number_negative(scene, spec, rng, foil_counts)
+    out: list[str] = [number] if number is not None else []
     for i in rng.permutation(len(kinds)):
+        if len(out) >= k:
+            break
         foil: CaptionSpec | None = flip_spec(scene, spec, kinds[int(i)], rng)
         if foil is not None:
             out.append(render_caption(foil))
-        if len(out) == k:
-            break
     return out
 
 
-def train_clip(out_dir: Path, seed: int, colourblind: bool = False, steps: int = 1500,
-               batch: int = 32, lr: float = 2e-3, log: bool = True, n_hard: int = 4, warmup_steps: int = 300,
+def train_clip(out_dir: Path, seed: int, colourblind: bool = False, steps: int = 2500,
+               batch: int = 32, lr: float = 2e-3, log: bool = True, n_hard: int = 5, warmup_steps: int = 300,
                hard_weight: float = 2.0, dense_weight: float = 1.0, bag_weight: float = 1.0,
                vision_cfg: dict[str, Any] | None = None, text_cfg: dict[str, Any] | None = None,
-               ) -> dict[str, Any]:
+               foil_counts: tuple[int, ...] = TRAIN_COUNTS) -> dict[str, Any]:
     """Train and save a checkpoint directory; returns the training metadata (also in training.json)."""
     import open_clip
     import torch
@@ -146,9 +173,9 @@ def train_clip(out_dir: Path, seed: int, colourblind: bool = False, steps: int =
     model.train()
     losses: list[float] = []
     for step in range(steps):
-        scenes = [sample_scene(rng, n_groups=(1, 3)) for _ in range(batch)]
+        scenes = [sample_scene(rng, n_groups=(1, 3), count_p=TRAIN_COUNT_P) for _ in range(batch)]
         pos = [true_caption(s, rng, not colourblind) for s in scenes]
-        negs = [hard_negatives(s, rng, not colourblind, k=n_hard) for s in scenes]
+        negs = [hard_negatives(s, rng, not colourblind, k=n_hard, foil_counts=foil_counts) for s in scenes]
         img = torch.stack([preprocess(render(s)) for s in scenes])  # the eval preprocess: train == test
         flat = [n for ns in negs for n in ns]
         im_f = F.normalize(model.encode_image(img), dim=-1)
@@ -194,7 +221,8 @@ def train_clip(out_dir: Path, seed: int, colourblind: bool = False, steps: int =
         "lr": lr, "train_seconds": round(time.time() - t0, 1), "final_loss": float(np.mean(losses[-50:])),
         "params": int(sum(p.numel() for p in model.parameters())), "torch_threads": torch.get_num_threads(),
         "warmup_steps": warmup_steps, "n_hard": n_hard, "hard_weight": hard_weight,
-        "dense_weight": dense_weight, "bag_weight": bag_weight,
+        "dense_weight": dense_weight, "bag_weight": bag_weight, "count_p": list(TRAIN_COUNT_P),
+        "number_negative": f"always, to another count in {list(foil_counts)}",
     }
     (out_dir / "training.json").write_text(json.dumps(meta, indent=2))
     return meta

@@ -168,8 +168,11 @@ def sample_scene(
     shapes: Sequence[str] = SHAPES,
     unique_shape_colour: bool = True,
     background: Background | None = None,
+    count_p: Sequence[float] | None = None,
 ) -> Scene:
     """A scene of ``n_groups`` (inclusive range) groups, each in its own slot.
+
+    ``count_p`` gives P(count = 1 .. max_count) of each group; by default 1 is most likely.
 
     ``unique_shape_colour`` keeps every (shape, colour) pair to one group, so "the red circle" names one
     group unambiguously (premise questions and S3E stress captions rely on it).
@@ -183,16 +186,18 @@ def sample_scene(
     slots = [str(p) for p in rng.choice(POSITIONS, size=k, replace=False)]
     used: set[tuple[str, str]] = set()
     objects: list[WorldObject] = []
-    # counts: 1 most often, so singular nouns (which flip vocabularies match) are common
-    count_p = np.array([0.6, 0.25, 0.15, 0.1][:max_count])
-    count_p = count_p / count_p.sum()
+    # counts: 1 most often by default, so singular nouns (which flip vocabularies match) are common
+    probs = np.array([0.6, 0.25, 0.15, 0.1][:max_count] if count_p is None else count_p, dtype=np.float64)
+    if probs.shape != (max_count,) or (probs < 0).any() or probs.sum() <= 0:
+        raise ValueError(f"count_p must hold {max_count} non-negative weights, got {count_p}")
+    probs = probs / probs.sum()
     for slot in slots:
         while True:
             shape, colour = str(rng.choice(list(shapes))), str(rng.choice(COLOURS))
             if not unique_shape_colour or (shape, colour) not in used:
                 break
         used.add((shape, colour))
-        count = int(rng.choice(np.arange(1, max_count + 1), p=count_p))
+        count = int(rng.choice(np.arange(1, max_count + 1), p=probs))
         size = str(rng.choice(SIZES))
         objects += place_slot([(shape, colour, size)] * count, slot, len(objects), rng)
     bg = background if background is not None else sample_background(rng)

@@ -104,3 +104,14 @@ def test_sameprior_twin_contradicts_itself() -> None:
     good, twin = _card("vlm")["heldout"], _card("vlm-sameprior")["heldout"]
     assert good["diff_contradiction"] <= 0.05 and twin["diff_contradiction"] >= 0.5
     assert twin["diff_different_acc"] >= 0.95 and twin["ab_strict"] >= 0.9
+
+
+def test_clip_counts_every_pair() -> None:
+    """Issue 19: on held-out one-group scenes with counts uniform over 1-3, every (true -> flipped) count
+    pair reaches PR 0.85 (the first recipe had 3->2 at 0.02: it learnt "the smaller count is true")."""
+    from faithtests.reference.evaluate import COUNT_PAIRS
+
+    held = _card("clip")["heldout"]
+    for a, b in COUNT_PAIRS:
+        assert held[f"n_count_{a}to{b}"] >= 100
+        assert held[f"PR_count_{a}to{b}"] >= 0.85, (a, b, held[f"PR_count_{a}to{b}"])

@@ -40,6 +40,21 @@ LGIP_VOCABULARIES: Mapping[str, tuple[str, ...]] = MappingProxyType(
 
 K_DIFF = 6
 
+#: Count words a number flip may swap (LGIP's and the world's number vocabularies are subsets).
+COUNT_WORDS: Mapping[str, int] = MappingProxyType(
+    {w: i for i, w in enumerate(("zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
+                                 "nine", "ten"))})
+
+
+def count_change(rule: str) -> tuple[int, int] | None:
+    """(true count, flipped count) of a number flip from its rule ("two->three", or "RULE+two->three" for
+    a combined flip); None when the rule does not swap two count words (e.g. a flip read from a file)."""
+    a, sep, b = rule.rpartition("+")[2].partition("->")
+    if not sep:
+        return None
+    x, y = COUNT_WORDS.get(a.strip().lower()), COUNT_WORDS.get(b.strip().lower())
+    return (x, y) if x is not None and y is not None and x != y else None
+
 
 @dataclass(frozen=True)
 class Flip:

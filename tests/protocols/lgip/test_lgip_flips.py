@@ -11,7 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from faithtests.protocols.lgip.flips import LGIP_VOCABULARIES, flip_one, make_combined_flips, make_flips
+from faithtests.protocols.lgip.flips import (
+    LGIP_VOCABULARIES,
+    count_change,
+    flip_one,
+    make_combined_flips,
+    make_flips,
+)
 from faithtests.protocols.lgip.jsonl import load_lgip_jsonl
 from faithtests.protocols.lgip.paraphrase import Paraphrase
 from faithtests.protocols.lgip.perturb import (
@@ -167,3 +173,19 @@ def test_pairs_from_an_lgip_file_tag_paraphrases_by_marker() -> None:
     paras = [(q.caption_id, q.label) for q in pairs if q.family == "paraphrase"]
     assert paras == [("0", "simple"), ("0", "advanced"), ("1", "simple")]
     assert [q.label for q in pairs if q.family == "flip"] == ["color", "number", "object"]
+
+
+@pytest.mark.parametrize(("rule", "want"), [
+    ("two->three", (2, 3)), ("Three->one", (3, 1)), ("simple+four->two", (4, 2)),  # a combined flip's rule
+    ("red->blue", None), ("file", None), ("two->two", None), ("two->dog", None),
+])
+def test_count_change_reads_the_count_pair_of_a_number_flip(rule: str, want: tuple[int, int] | None) -> None:
+    assert count_change(rule) == want
+
+
+def test_number_flips_name_the_count_pair_in_their_rule() -> None:
+    """What the flip suite's count-pair slices read: every number flip's rule gives (true, flipped)."""
+    flips = make_flips("three red dogs and a car", np.random.default_rng(42))
+    (number,) = [f for f in flips if f.flip_type == "number"]
+    pair = count_change(f"{number.original_word}->{number.new_word}")
+    assert pair is not None and pair[0] == 3 and pair[1] in (1, 2, 4, 5)
