@@ -90,6 +90,7 @@ class HFVisionLanguageModel:
         local_files_only: bool = True,
         prefix_cache: bool = True,
         answer_prefix: str = "",
+        device_map: str | None = None,
     ) -> None:
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -101,12 +102,16 @@ class HFVisionLanguageModel:
         self.answer_prefix = answer_prefix
         auto_processor: Any = AutoProcessor  # transformers' loaders are untyped
         self.processor = auto_processor.from_pretrained(path, local_files_only=local_files_only)
+        # device_map (``--faith-device-map``): accelerate places the layers; inputs go to the first device
+        placement = {"device_map": device_map} if device_map else {}
         model: Any = AutoModelForImageTextToText.from_pretrained(
-            path, dtype=dtype, local_files_only=local_files_only
+            path, dtype=dtype, local_files_only=local_files_only, **placement
         )
         # Text model only: the vision tower keeps its implementation (no hooks there).
         model.set_attn_implementation({"text_config": register_attention()})
-        self.model = model.to(device).eval()
+        self.model = (model if device_map else model.to(device)).eval()
+        if device_map:
+            self.device = device = model.get_input_embeddings().weight.device
         self.config = self.model.config
         self.layers = self.model.get_decoder().layers
         self.num_layers = len(self.layers)

@@ -151,6 +151,8 @@ class Controller:
             models.update(rec.models)
         thresholds = self.config.stash[FAITH_THRESHOLDS]
         workers = self.config.getoption("numprocesses", None)
+        from faithtests.plugin import shard  # registered after this module is imported (see __init__)
+
         return build_fingerprint(
             root=self.config.rootpath,
             start=self.start,
@@ -167,7 +169,7 @@ class Controller:
             workers=workers if isinstance(workers, int) else None,
             limit=self.opts.limit,
             data=self.run_fields()["data"],
-        )
+        ) | shard.fingerprint(self.config)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -202,10 +204,13 @@ class Controller:
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
                 n = len(sc.regressions)
                 self.notes.append(f"FAIL: {n} regression(s) against the baseline: exit status 1")
-            if self.comparison.missing and not (self.opts.allow_missing or self.opts.update_baseline):
+            from faithtests.plugin.shard import split_missing
+
+            missing = split_missing(self.config, self.comparison.missing, self.notes)  # --faith-shard
+            if missing and not (self.opts.allow_missing or self.opts.update_baseline):
                 if session.exitstatus == pytest.ExitCode.OK:
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
-                self.notes.extend(missing_message(self.comparison.missing))
+                self.notes.extend(missing_message(missing))
         self.scorecard = sc
         self._write(sc, session)
         self.lock.release()

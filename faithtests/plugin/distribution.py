@@ -15,7 +15,8 @@ repeating it.
 - Longest groups first: the controller records each group's seconds in pytest's cache
   (:data:`GROUP_SECONDS_KEY`); the next ``-n`` run collects the groups longest-first (groups it has
   no record of first of all) and turns xdist's own reorder (by test count) off, so the worker that
-  finishes early takes the next-longest group instead of starting a long one last.
+  finishes early takes the next-longest group instead of starting a long one last. A ``--faith-shard``
+  run reads the record (to balance the shards) but never writes it.
 - ``worker_device``: worker ``gwN`` uses ``cuda:N % device_count`` when the device is plain "cuda".
 
 Torch-free: the plugin imports no torch at load.
@@ -81,7 +82,9 @@ def pytest_configure(config: pytest.Config) -> None:
     cache = _cache(config)
     if hasattr(config, "workerinput") or getattr(config.option, "dist", None) != "loadgroup" or cache is None:
         return
-    config.pluginmanager.register(GroupClock(cache), "faithtests-group-clock")
+    # a shard's record would change the split of the shards that start after it (see .shard)
+    if not (config.getoption("faith_shard", None) or str(config.getini("faith_shard")).strip()):
+        config.pluginmanager.register(GroupClock(cache), "faithtests-group-clock")
     if cache.get(GROUP_SECONDS_KEY, None):
         config.option.loadscopereorder = False
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from faithtests.data.names import DataNameError, resolve_path
+from faithtests.plugin import scaleout
 from faithtests.plugin.distribution import group_name, worker_device
 from faithtests.plugin.options import (
     DEFAULT_SCORER,
@@ -72,6 +73,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--faith-no-vlm-scorer", dest="faith_no_vlm_scorer", action="store_true", default=False,
                 help="do not run the scorer suites (invariance, LGIP flips) on the caption log-likelihood "
                      "of each --faith-vlm")
+    scaleout.add_options(parser)
 
 
 @pytest.hookimpl(trylast=True)  # after faithtests.plugin.hooks has parsed the options
@@ -79,6 +81,8 @@ def pytest_configure(config: pytest.Config) -> None:
     requested_threads(config)  # a bad --faith-threads / faith_threads is a usage error now, not at load
     check_named_specs(config)  # a spec that cannot load is a usage error now, before any model loads
     cache_dir(config)  # a symlink loop in --faith-cache is a usage error now, not an INTERNALERROR later
+    scaleout.ray_settings(config)  # --faith-ray* and --faith-device-map mistakes: usage errors now
+    scaleout.device_map(config)
     if not config.pluginmanager.has_plugin("xdist"):
         config.addinivalue_line("markers", "xdist_group(name): models of one label stay on one xdist worker")
 
@@ -211,7 +215,18 @@ def load_cached(config: pytest.Config, spec: str) -> Any:
     cache = config.stash.setdefault(_LOADED, {})
     key = (spec, device, dtype, batch)
     if key not in cache:
-        cache[key] = load_model(spec, device=device, dtype=dtype, batch_size=batch)
+        options = scaleout.load_options(config)
+        if scaleout.ray_settings(config) is not None:
+            # the driver loads its own copy only for calls that cannot ship (faithtests.models.ray_pool)
+            def local() -> Any:
+                model = load_model(spec, device=device, dtype=dtype, batch_size=batch, **options)
+                _set_threads(config, model)
+                return model
+
+            raw_device = str(config.getoption("faith_device"))
+            cache[key] = scaleout.start_pool(config, spec, raw_device, dtype, batch, local)
+            return cache[key]
+        cache[key] = load_model(spec, device=device, dtype=dtype, batch_size=batch, **options)
         _set_threads(config, cache[key])
         attach_store(config, cache[key])
     return cache[key]
@@ -267,6 +282,8 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
     for label, model in item.config.stash.get(_REGISTERED, {}).items():
         if hasattr(model, "truncation_info"):
             register_model_info(item.config, label, {"truncated_inputs": model.truncation_info()})
+        if hasattr(model, "in_process_calls"):  # a Ray-pooled model: calls that ran in the driver
+            register_model_info(item.config, label, {"ray": model.fingerprint()["ray"]})
     store = item.config.stash.get(_STORE, None)
     if store is None:
         return
@@ -280,6 +297,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     store = config.stash.get(_STORE, None)
     if store is not None:
         store.close()
+    scaleout.stop(config)
 
 
 def requested_threads(config: pytest.Config) -> int | None:
@@ -364,11 +382,14 @@ def faith_scorer(request: pytest.FixtureRequest) -> ImageTextScorer:
     (:class:`~faithtests.models.vlm_scorer.VLMScorer`), which declares its own score family."""
     from faithtests.models.hf_vlm import HFVisionLanguageModel
     from faithtests.models.interfaces import ImageTextScorer
+    from faithtests.models.ray_pool import PooledVLM
     from faithtests.models.vlm_scorer import VLMScorer
 
     m = _spec(request, "scorer")
     model = load_cached(request.config, m.spec)
-    if isinstance(model, HFVisionLanguageModel):
+    if isinstance(model, PooledVLM):
+        model = model.as_scorer()  # the same actors, in the scorer role
+    elif isinstance(model, HFVisionLanguageModel):
         model = VLMScorer(model)
         attach_store(request.config, model)
     if not isinstance(model, ImageTextScorer):

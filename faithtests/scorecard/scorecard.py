@@ -143,6 +143,36 @@ def check_shards(parts: list[Scorecard], names: list[str] | None = None) -> None
         if differ:
             what = "; ".join(describe_mismatch(f, first, part.fingerprint) for f in differ)
             raise ScorecardError(f"{labels[0]} and {name} are not shards of one run: they differ in {what}")
+    check_shard_plan(parts, labels)
+
+
+def check_shard_plan(parts: list[Scorecard], labels: list[str]) -> None:
+    """``--faith-shard`` runs (fingerprint ``shard``): one plan (the same tests split the same way) and
+    every shard 1..N exactly once, so the merge has every test once."""
+    recorded = [p.fingerprint.get("shard") for p in parts]
+    if not any(isinstance(s, dict) for s in recorded):
+        return  # shards split by hand (test paths, -k): nothing recorded to check
+    shards: list[dict[str, Any]] = []
+    for s, name in zip(recorded, labels, strict=True):
+        if not isinstance(s, dict):
+            raise ScorecardError(f"{name} is not a --faith-shard run, {labels[0]} is: not shards of one run")
+        shards.append(s)
+    first, n = shards[0], int(shards[0]["count"])
+    for s, name in zip(shards, labels, strict=True):
+        if (s["count"], s["plan"]) != (first["count"], first["plan"]):
+            raise ScorecardError(
+                f"{labels[0]} and {name} are not shards of one run: they split the tests differently "
+                f"(shard {first['index']}/{n}, plan {str(first['plan'])[:12]} vs shard "
+                f"{s['index']}/{s['count']}, plan {str(s['plan'])[:12]}: another test selection or "
+                "recorded group durations)")
+    seen: dict[int, str] = {}
+    for s, name in zip(shards, labels, strict=True):
+        if int(s["index"]) in seen:
+            raise ScorecardError(f"{seen[int(s['index'])]} and {name} are both shard {s['index']}/{n}")
+        seen[int(s["index"])] = name
+    absent = [f"{k}/{n}" for k in range(1, n + 1) if k not in seen]
+    if absent:
+        raise ScorecardError(f"shard(s) {', '.join(absent)} missing: merge all {n} shards of the run")
 
 
 def merge_scorecards(parts: list[Scorecard], names: list[str] | None = None) -> Scorecard:
@@ -158,6 +188,7 @@ def merge_scorecards(parts: list[Scorecard], names: list[str] | None = None) -> 
                 raise ScorecardError(f"test {t.test!r} appears in more than one shard")
             seen[test_key(t.test)] = t
     fp = dict(parts[0].fingerprint)
+    fp.pop("shard", None)  # the merge is the whole run (``shards`` counts its parts)
     starts = [str(p.fingerprint["start"]) for p in parts if p.fingerprint.get("start")]
     ends = [str(p.fingerprint["end"]) for p in parts if p.fingerprint.get("end")]
     if starts:
