@@ -2,10 +2,10 @@
 
 User errors (a missing file, bad JSON, a schema mismatch, a bad tolerance) print one line on stderr
 naming the file and exit with status 2; they never show a traceback. ``compare`` gates like the pytest
-baseline gate: exit 1 when a metric regressed by more than ``--tolerance``, else 0. By default it
-compares the checked metrics (those with a threshold check in either run); ``--all`` compares and gates
-every metric. ``merge`` refuses (exit 2, naming the field) shards whose fingerprints differ in models,
-seed, limit, gate, data sets or thresholds.
+baseline gate: exit 1 when a metric regressed by more than ``--tolerance`` (under ``--gate``), else 0.
+By default it compares the checked metrics (those with a threshold check in either run); ``--all``
+compares and gates every metric. ``merge`` refuses (exit 2, naming the field) shards whose fingerprints
+differ in models, seed, limit, gate, data sets or thresholds.
 
 Other modules can contribute subcommands without this module importing them at start-up (which would
 pull in torch for every ``faithtests render``): see :data:`EXTERNAL_SUBCOMMANDS`.
@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from faithtests.scorecard.model import GateMode
 from faithtests.scorecard.scorecard import (
     Scorecard,
     ScorecardError,
@@ -71,11 +72,18 @@ def _count(text: str) -> int:
     return n
 
 
+def _run_gate(sc: Scorecard) -> GateMode:
+    """The gate run B was gated with (its fingerprint), so ``compare`` repeats the pytest gate's verdict;
+    ``point`` for a scorecard that recorded none."""
+    return "ci" if sc.fingerprint.get("gate") == "ci" else "point"
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
     from faithtests.scorecard.baseline import compare, format_comparison
 
     baseline, current = _read(args.a), _read(args.b)
-    comparison = compare(current, baseline, args.tolerance, checked_only=not args.all)
+    gate = args.gate or _run_gate(current)
+    comparison = compare(current, baseline, args.tolerance, checked_only=not args.all, gate=gate)
     status = 1 if comparison.regressions else 0
     if args.csv is not None:
         from faithtests.scorecard.frames import deltas_frame
@@ -205,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="0",
         help="absolute (0.01) or relative (5%%) slack before a move counts as a regression",
     )
+    p.add_argument("--gate", choices=("point", "ci"), default=None,
+                   help="point: a move of the point estimate beyond the tolerance regresses; ci: only a "
+                        "delta whose 95%% CI lies beyond it (default: the gate run B used, else point)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--csv", metavar="PATH", default=None,
                    help="also write one row per metric (pandas-ready) to PATH; '-': only the CSV, on stdout")

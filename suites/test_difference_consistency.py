@@ -37,7 +37,7 @@ from faithtests.protocols.spdfaith.metrics import (
 )
 from faithtests.protocols.spdfaith.records import DIFFICULTIES, EDIT_TYPES, DiffRecord
 from faithtests.protocols.spdfaith.run import VARIANTS, Answers
-from faithtests.scorecard.model import Series
+from faithtests.scorecard.model import ItemValues, Series
 from faithtests.scorecard.recording import Faith
 from faithtests.stats import cluster_bootstrap_ci, cluster_bootstrap_ratio_ci
 
@@ -132,10 +132,14 @@ def test_symmetric_consistency(faith: Faith, spdfaith_data: SpdData, variant: st
     for where, pos in _groups(recs, rows):
         cl = [stim[j] for j in pos]
         c = contradiction[pos].astype(np.float64)
+        ids = [recs[rows[j]].item_id for j in pos]  # per-item values by stimulus: the paired gate's input
+        by_stim = dict(zip(ids, cl, strict=True))
         faith.metric("contradiction_rate", float(c.mean()), ci=_ci(c, cl, faith_seed), n=len(pos),
-                     higher_is_better=False, slice=where)
+                     higher_is_better=False, slice=where,
+                     per_item=ItemValues.make(zip(ids, c, strict=True), by_stim))
         w = weights[pos]
-        faith.metric("CR", float(w.mean()), ci=_ci(w, cl, faith_seed), n=len(pos), slice=where)
+        faith.metric("CR", float(w.mean()), ci=_ci(w, cl, faith_seed), n=len(pos), slice=where,
+                     per_item=ItemValues.make(zip(ids, w, strict=True), by_stim))
         for name, p in (("yes_rate_same", ps[pos]), ("yes_rate_different", pd[pos])):
             y = (p > 0.5).astype(np.float64)
             faith.metric(name, float(y.mean()), ci=_ci(y, cl, faith_seed), n=len(pos), slice=where)

@@ -17,14 +17,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from faithtests.protocols import fail_unscored
 from faithtests.protocols.lgip.fixtures import (
     Scored,
     bin_slice,
     family_of_case,
+    finite_pairs,
     pair_exemplars,
     record_missing,
 )
+from faithtests.protocols.lgip.flips import count_change
 from faithtests.protocols.lgip.metrics import FlipStats, flip_summary
+from faithtests.protocols.lgip.perturb import pair_keys
 from faithtests.protocols.lgip.strength import (
     STRENGTH_BINS,
     BinScheme,
@@ -32,7 +36,7 @@ from faithtests.protocols.lgip.strength import (
     flip_strength,
     text_cosines_from_texts,
 )
-from faithtests.protocols.s3e.fixtures import S3E_ANCHOR, S3E_MIN_SUPPORT, S3EData
+from faithtests.protocols.s3e.fixtures import S3E_ANCHOR, S3E_MIN_SUPPORT, S3EData, finite_records
 from faithtests.protocols.s3e.metrics import (
     STRESS,
     BehaviourSummary,
@@ -45,15 +49,15 @@ from faithtests.protocols.s3e.metrics import (
     strict_correct,
     summarize_s3e,
 )
-from faithtests.scorecard.model import Series
+from faithtests.scorecard.model import ItemValues, Series
 from faithtests.scorecard.recording import Faith
 from faithtests.stats import bootstrap_ci
 
 pytestmark = pytest.mark.suite("flip_sensitivity")
 
 
-def _record(faith: Faith, stats: FlipStats, slice_: str | None) -> None:
-    faith.metric("PR", stats.pr.value, ci=stats.pr.ci, n=stats.pr.n_pairs, slice=slice_)
+def _record(faith: Faith, stats: FlipStats, slice_: str | None, per_item: ItemValues | None = None) -> None:
+    faith.metric("PR", stats.pr.value, ci=stats.pr.ci, n=stats.pr.n_pairs, slice=slice_, per_item=per_item)
     faith.metric("E_sens", stats.gap.value, ci=stats.gap.ci, n=stats.gap.n_pairs, slice=slice_)
     for name, est in (("PR_weighted", stats.weighted_pr), ("E_sens_weighted", stats.weighted_gap)):
         if est is not None:
@@ -70,17 +74,28 @@ def test_flip_positive_rate(faith: Faith, flip_scored: Scored, flip_case: str, f
     scored = flip_scored
     idx = _flip_indices(scored, flip_case)
     assert idx.size, f"no {flip_case} flips were generated for {scored.workload.name}"
+    record_missing(faith, scored)
+    slice_ = None if flip_case == "all" else flip_case
+    idx = finite_pairs(faith, scored, idx)  # NaN/inf pairs are counted and fail the checks
+    if not idx.size:
+        fail_unscored(faith, "PR", slice=slice_)
     pairs = [scored.workload.pairs[i] for i in idx]
     types = [p.label or "untyped" for p in pairs]
     summary = flip_summary(scored.base[idx], scored.perturbed[idx], [p.image_id for p in pairs],
                            flip_types=types, seed=faith_seed)
 
-    record_missing(faith, scored)
-    slice_ = None if flip_case == "all" else flip_case
-    _record(faith, summary.overall, slice_)
+    # PR per flip (1: the original scored above its flip), clustered by image: the paired gate's input
+    keys, won = pair_keys(pairs), scored.base[idx] > scored.perturbed[idx]
+
+    def flips_won(t: str | None) -> ItemValues:
+        chosen = [i for i, x in enumerate(types) if t in (None, x)]
+        return ItemValues({keys[i]: float(won[i]) for i in chosen},
+                          {keys[i]: pairs[i].image_id for i in chosen})
+
+    _record(faith, summary.overall, slice_, flips_won(None))
     if flip_case == "all":
         for t, stats in sorted(summary.by_type.items()):
-            _record(faith, stats, f"type={t}")
+            _record(faith, stats, f"type={t}", flips_won(t))
         faith.plot("PR by flip type", "bar", [Series(
             faith.model, sorted(summary.by_type),
             [summary.by_type[t].pr.value for t in sorted(summary.by_type)],
@@ -95,13 +110,52 @@ def test_flip_positive_rate(faith: Faith, flip_scored: Scored, flip_case: str, f
     wrong = idx[scored.perturbed[idx] >= scored.base[idx]]
     order = np.argsort(-(scored.perturbed[wrong] - scored.base[wrong]))[:4]
     faith.exemplars(pair_exemplars(scored, wrong[order], "flip scored at or above its original"))
+    if flip_case == "number":
+        _record_count_pairs(faith, scored, idx, faith_seed)
     faith.check("PR", slice=slice_)
+
+
+def _record_count_pairs(faith: Faith, scored: Scored, idx: np.ndarray, seed: int) -> None:
+    """Number flips by (true -> flipped) count and by direction (the flip names more / fewer objects):
+    a scorer can pass PR[number] on a mix of mostly singles while it cannot tell three from two.
+    Recorded, not gated; the worst pair's hardest flips are exemplars."""
+    changes = {int(i): count_change(scored.workload.pairs[int(i)].rule) for i in idx}
+    counted = np.array([i for i in idx if changes[int(i)] is not None], dtype=int)
+    if not counted.size:
+        return
+    pairs = [scored.workload.pairs[i] for i in counted]
+    image_ids = [p.image_id for p in pairs]
+    names = [f"{a}->{b}" for a, b in (changes[int(i)] or (0, 0) for i in counted)]
+    by_pair = flip_summary(scored.base[counted], scored.perturbed[counted], image_ids, flip_types=names,
+                           seed=seed).by_type
+    directions = ["more" if b > a else "fewer" for a, b in (changes[int(i)] or (0, 0) for i in counted)]
+    by_direction = flip_summary(scored.base[counted], scored.perturbed[counted], image_ids,
+                                flip_types=directions, seed=seed).by_type
+    for key, stats in sorted(by_pair.items()):
+        _record(faith, stats, f"number,count={key}")
+    for key, stats in sorted(by_direction.items()):
+        _record(faith, stats, f"number,direction={key}")
+    keys = sorted(by_pair)
+    faith.plot(f"PR by count pair (true -> flipped), {scored.workload.name}", "bar", [Series(
+        faith.model, keys, [by_pair[k].pr.value for k in keys],
+        lo=[by_pair[k].pr.ci[0] if by_pair[k].pr.ci else float("nan") for k in keys],
+        hi=[by_pair[k].pr.ci[1] if by_pair[k].pr.ci else float("nan") for k in keys],
+    )], y_label="PR (higher is better)")
+    worst = min(keys, key=lambda k: by_pair[k].pr.value)
+    members = counted[[n == worst for n in names]]
+    wrong = members[scored.perturbed[members] >= scored.base[members]]
+    order = np.argsort(-(scored.perturbed[wrong] - scored.base[wrong]))[:4]
+    faith.exemplars(pair_exemplars(scored, wrong[order], f"worst count pair {worst}: flip scored at or above "
+                                   "its original"))
 
 
 def test_flip_strength_bins(faith: Faith, flip_scored: Scored, faith_scorer: object, strength_bin: str,
                             faith_seed: int, lgip_bin_scheme: BinScheme) -> None:
     scored = flip_scored
-    idx = _flip_indices(scored, "all")
+    slice_ = bin_slice(lgip_bin_scheme, strength_bin)
+    idx = finite_pairs(faith, scored, _flip_indices(scored, "all"))
+    if not idx.size:
+        fail_unscored(faith, "PR", slice=slice_)
     pairs = [scored.workload.pairs[i] for i in idx]
     types = [p.label or "untyped" for p in pairs]
     cos = text_cosines_from_texts([p.caption for p in pairs], [p.perturbed for p in pairs],
@@ -113,7 +167,6 @@ def test_flip_strength_bins(faith: Faith, flip_scored: Scored, faith_scorer: obj
     cuts = ", ".join(f"{t} {lo:.3f}/{hi:.3f}" for t, (lo, hi) in bins.thresholds.items())
     if strength_bin not in summary.by_bin:  # possible with the paper's bins (strength.py)
         pytest.skip(f"no flip falls in the {strength_bin} bin ({lgip_bin_scheme} bins, q25/q75: {cuts})")
-    slice_ = bin_slice(lgip_bin_scheme, strength_bin)
     _record(faith, summary.by_bin[strength_bin], slice_)
     for t in summary.by_type:  # the bin's make-up: PR and gap of each flip type in it
         if (t, strength_bin) in summary.by_type_bin:
@@ -123,9 +176,11 @@ def test_flip_strength_bins(faith: Faith, flip_scored: Scored, faith_scorer: obj
                          slice=f"{slice_},type={t}")
     if strength_bin == "strong":
         order: list[float | str] = [b for b in STRENGTH_BINS if b in summary.by_bin]
+        cis = [summary.by_bin[str(b)].pr.ci for b in order]
         faith.plot(f"PR by flip strength ({lgip_bin_scheme} bins; q25/q75 {cuts})", "line", [Series(
-            faith.model, order, [summary.by_bin[str(b)].pr.value for b in order])], x_label="strength bin",
-            y_label="PR")
+            faith.model, order, [summary.by_bin[str(b)].pr.value for b in order],
+            lo=[c[0] if c else float("nan") for c in cis], hi=[c[1] if c else float("nan") for c in cis],
+        )], x_label="strength bin", y_label="PR")
     faith.check("PR", slice=slice_)
 
 
@@ -144,13 +199,17 @@ def _behaviour(s3e: S3EData) -> BehaviourSummary:
 
 @pytest.mark.parametrize("order", ["orig", "swap"])
 def test_forced_choice_order_accuracy(faith: Faith, s3e_data: S3EData, order: str) -> None:
+    s3e_data = finite_records(faith, s3e_data)  # NaN/inf logits are counted and fail the checks
+    if not s3e_data.records:
+        fail_unscored(faith, "AB_accuracy", slice=order)
     b = _behaviour(s3e_data)
     faith.invalid("excluded record", sum(s3e_data.excluded.values()),
                   examples=[f"{k}: {v}" for k, v in sorted(s3e_data.excluded.items())])
     faith.invalid("A/B tie (never guessed)", b.n_ties, total=2 * b.n)
     correct = positive_chosen(s3e_data.logits[:, :, STRESS])[:, 0 if order == "orig" else 1]
     faith.metric("AB_accuracy", float(correct.mean()), ci=bootstrap_ci(correct.astype(float)), n=b.n,
-                 slice=order)
+                 slice=order,
+                 per_item={r.item_id: bool(c) for r, c in zip(s3e_data.records, correct, strict=True)})
     faith.metric("A_rate", b.a_rate_orig if order == "orig" else b.a_rate_swap, n=b.n, slice=order)
     if order == "swap":
         faith.plot("A/B accuracy by option order (position bias at a glance)", "bar", [
@@ -160,9 +219,13 @@ def test_forced_choice_order_accuracy(faith: Faith, s3e_data: S3EData, order: st
 
 
 def test_forced_choice_strict_correct(faith: Faith, s3e_data: S3EData) -> None:
+    s3e_data = finite_records(faith, s3e_data)
+    if not s3e_data.records:
+        fail_unscored(faith, "strict_correct")
     strict = strict_correct(s3e_data.logits[:, :, STRESS])
     faith.metric("strict_correct", float(strict.mean()), ci=bootstrap_ci(strict.astype(float)),
-                 n=int(strict.size))
+                 n=int(strict.size),
+                 per_item={r.item_id: bool(s) for r, s in zip(s3e_data.records, strict, strict=True)})
     types = [r.stress_type for r in s3e_data.records]
     for t in sorted(set(types)):
         m = np.array([x == t for x in types])
@@ -175,6 +238,9 @@ def test_forced_choice_strict_correct(faith: Faith, s3e_data: S3EData) -> None:
 
 
 def test_hidden_stress(faith: Faith, s3e_data: S3EData, faith_seed: int) -> None:
+    s3e_data = finite_records(faith, s3e_data, states=True)
+    if not s3e_data.records:
+        fail_unscored(faith, "Delta_lex", higher_is_better=False)
     S = s_scores(s3e_data.states, reference=S3E_ANCHOR)
     strict = strict_correct(s3e_data.logits[:, :, STRESS])
     if strict.sum() < S3E_MIN_SUPPORT:  # Eqs. 3–5 live on strict-correct items; low support is no verdict

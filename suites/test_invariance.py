@@ -29,8 +29,9 @@ from faithtests.protocols.lgip.fixtures import (
 )
 from faithtests.protocols.lgip.metrics import invariance_summary
 from faithtests.protocols.lgip.paraphrase import ParaphraseLabels, paraphrase_kinds
+from faithtests.protocols.lgip.perturb import pair_keys
 from faithtests.protocols.lgip.separation import relative_invariance_summary
-from faithtests.scorecard.model import Series
+from faithtests.scorecard.model import ItemValues, Series
 from faithtests.scorecard.recording import Faith
 
 pytestmark = pytest.mark.suite("invariance")
@@ -55,17 +56,22 @@ def test_paraphrase_invariance(faith: Faith, invariance_scored: Scored, invarian
     est = {"all": summary.overall, "simple": summary.simple, "advanced": summary.advanced}[subset]
     assert est is not None, f"no {subset} paraphrases were generated for {scored.workload.name}"
 
-    faith.metric("E_inv", est.value, ci=est.ci, n=est.n_pairs, higher_is_better=False, slice=slice_)
+    chosen = np.array([subset in ("all", k) for k in kinds])
+    keys = pair_keys(pairs)  # |s(I, c) - s(I, c')| per pair, clustered by image: the paired gate's input
+    per_pair = ItemValues.make({k: d for k, d, c in zip(keys, np.abs(base - para), chosen, strict=True) if c},
+                               {k: p.image_id for k, p, c in zip(keys, pairs, chosen, strict=True) if c})
+    faith.metric("E_inv", est.value, ci=est.ci, n=est.n_pairs, higher_is_better=False, slice=slice_,
+                 per_item=per_pair)
     if subset == "all" and summary.relative_increase_pct is not None:
         rel = summary.relative_increase_pct
         faith.metric("E_inv_rel_increase_pct", rel.value, ci=rel.ci, n=rel.n_pairs, higher_is_better=False,
                      slice=None if lgip_paraphrase_labels == "markers" else lgip_paraphrase_labels)
+        kinds_est = (summary.overall, summary.simple, summary.advanced)
+        cis = [e.ci if e and e.ci else None for e in kinds_est]
         faith.plot("E_inv by paraphrase kind", "bar", [Series(
-            faith.model, ["all", "simple", "advanced"],
-            [summary.overall.value,
-             *(e.value if e else float("nan") for e in (summary.simple, summary.advanced))],
+            faith.model, ["all", "simple", "advanced"], [e.value if e else float("nan") for e in kinds_est],
+            lo=[c[0] if c else float("nan") for c in cis], hi=[c[1] if c else float("nan") for c in cis],
         )], y_label="E_inv (lower is better)")
-    chosen = np.array([subset in ("all", k) for k in kinds])
     rel_inv = relative_invariance_summary(
         base[chosen], para[chosen], [p.image_id for p, c in zip(pairs, chosen, strict=True) if c], unrel.base,
         unrel.unrelated, [p.image_id for p in unrel.pairs], seed=faith_seed)

@@ -196,7 +196,7 @@ class Controller:
         ).sorted()
         path = baseline_file(self.opts.baseline) if self.opts.baseline is not None else None
         if self.baseline is not None and path is not None:
-            self.comparison = compare(sc, self.baseline, self.opts.tolerance)
+            self.comparison = compare(sc, self.baseline, self.opts.tolerance, gate=self.opts.gate)
             sc.baseline = str(path)
             sc.regressions = [d.to_json() for d in self.comparison.regressions]
             if sc.regressions and not self.opts.update_baseline:
@@ -245,7 +245,7 @@ class Controller:
             html_path.unlink(missing_ok=True)  # a stale HTML must not contradict the new JSON
             return
         try:
-            html = render_html(sc, self.baseline, tolerance=self.opts.tolerance)
+            html = render_html(sc, self.baseline, tolerance=self.opts.tolerance, gate=self.opts.gate)
             atomic_write_text(html_path, html)
             self.written.append(html_path)
         except Exception as exc:  # the JSON is written; report the HTML failure loudly, keep the run

@@ -145,7 +145,9 @@ def add_options(parser: pytest.Parser) -> None:
     opt("--faith-tolerance", "faith_tolerance",
         "allowed regression vs the baseline: absolute (0.01) or relative (5%%); default 0",
         metavar="TOL", ini_default="0")
-    opt("--faith-gate", "faith_gate", "compare the point estimate or the conservative CI bound to thresholds",
+    opt("--faith-gate", "faith_gate", "point: compare point estimates to thresholds and to the baseline; ci: "
+        "the conservative CI bound to thresholds, and a baseline regression only when the delta's CI lies "
+        "beyond the tolerance",
         choices=("point", "ci"), ini_default="point")
     opt("--faith-thresholds", "faith_thresholds", "user thresholds TOML merged over the defaults",
         metavar="FILE", ini_default="")

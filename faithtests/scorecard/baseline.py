@@ -18,19 +18,33 @@ Rules (documented in the README, "Baseline gate"):
 * Item flips: for tests and item sets present in both runs, items present in both whose outcome
   changed; a boolean outcome flips when it differs, a numeric one when it moved by more than the
   tolerance.
+* Noise (:mod:`faithtests.scorecard.paired`): a metric recorded with ``per_item`` values in both runs
+  whose shared items are at least half of each run's gets the paired delta on the items both share,
+  with a cluster bootstrap CI (and, for 0/1 outcomes, the good->bad / bad->good counts and the exact
+  McNemar p); any other metric with a CI in both runs gets an unpaired CI (normal approximation from the
+  two CIs). Gate ``point`` classifies by the point estimates (above); gate ``ci`` calls a regression
+  only when the whole delta CI lies beyond the tolerance in the bad direction (improvement: mirror
+  image), ``within noise`` when the point estimate moved beyond the tolerance but the CI does not
+  exclude it, ``unchanged`` otherwise. A metric without a CI in either run is judged by its point
+  estimates under both gates (``basis`` says ``point``).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
 
-from faithtests.scorecard.model import MetricResult, test_key
+from faithtests.scorecard.model import GateMode, MetricResult, test_key
 from faithtests.scorecard.scorecard import Scorecard
 
+if TYPE_CHECKING:
+    from faithtests.scorecard.paired import PairedDelta
+
 _EPS = 1e-9
-Status = Literal["regression", "improvement", "unchanged", "new", "missing"]
+MAX_MOVED = 20  # moved items kept per key (good->bad first)
+Status = Literal["regression", "improvement", "within noise", "unchanged", "new", "missing"]
+Basis = Literal["paired", "unpaired", "point"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +81,26 @@ class Tolerance:
 
 
 @dataclass(frozen=True)
+class ItemFlip:
+    """An item whose outcome changed between the two runs."""
+
+    test: str
+    name: str  # the item set (see ``faithtests.scorecard.recording.items_key``)
+    item: str
+    baseline: float | bool
+    current: float | bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "test": self.test,
+            "name": self.name,
+            "item": self.item,
+            "baseline": self.baseline,
+            "current": self.current,
+        }
+
+
+@dataclass(frozen=True)
 class MetricDelta:
     """One matched (or unmatched) metric between a baseline and a current run."""
 
@@ -80,6 +114,12 @@ class MetricDelta:
     current: float | None
     higher_is_better: bool
     status: Status
+    delta_ci: tuple[float, float] | None = None  # CI of the paired delta (basis paired) or of delta
+    basis: Basis = "point"
+    paired: PairedDelta | None = None
+    ci_status: Status | None = None  # what gate ci says (== status under gate ci)
+    moved: list[ItemFlip] = field(default_factory=list)  # items behind a paired delta, good->bad first
+    n_moved: int = 0  # items that changed (``moved`` keeps the first MAX_MOVED)
 
     @property
     def key(self) -> tuple[str, str, str, str, str]:
@@ -111,32 +151,22 @@ class MetricDelta:
             "delta": self.delta,
             "higher_is_better": self.higher_is_better,
             "status": self.status,
-        }
-
-
-@dataclass(frozen=True)
-class ItemFlip:
-    """An item whose outcome changed between the two runs."""
-
-    test: str
-    name: str  # the item set (see ``faithtests.scorecard.recording.items_key``)
-    item: str
-    baseline: float | bool
-    current: float | bool
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "test": self.test,
-            "name": self.name,
-            "item": self.item,
-            "baseline": self.baseline,
-            "current": self.current,
+            "ci_status": self.ci_status,
+            "basis": self.basis,
+            "delta_ci": list(self.delta_ci) if self.delta_ci is not None else None,
+            "paired": None if self.paired is None else {
+                "n": self.paired.n, "delta": self.paired.delta, "good_to_bad": self.paired.good_to_bad,
+                "bad_to_good": self.paired.bad_to_good, "mcnemar_p": self.paired.mcnemar_p,
+            },
+            "moved": [f.to_json() for f in self.moved],
+            "n_moved": self.n_moved,
         }
 
 
 @dataclass
 class Comparison:
     tolerance: Tolerance
+    gate: GateMode = "point"
     deltas: list[MetricDelta] = field(default_factory=list)  # every key of either run, sorted by key
     flips: list[ItemFlip] = field(default_factory=list)
 
@@ -165,6 +195,7 @@ class Comparison:
     def to_json(self) -> dict[str, Any]:
         return {
             "tolerance": str(self.tolerance),
+            "gate": self.gate,
             "deltas": [d.to_json() for d in self.deltas],
             "flips": [f.to_json() for f in self.flips],
         }
@@ -186,6 +217,66 @@ def classify(
     if gain > slack:
         return "improvement"
     return "unchanged"
+
+
+def ci_classify(
+    baseline: float, delta: float, ci: tuple[float, float], higher_is_better: bool, tolerance: Tolerance
+) -> Status:
+    """Gate ``ci``: regression when the whole delta CI lies beyond the tolerance in the bad direction,
+    improvement in the good one; within noise when only the point ``delta`` is beyond it; else unchanged."""
+    slack = tolerance.allowed(baseline) + _EPS * max(1.0, abs(baseline))
+    lo, hi = ci if higher_is_better else (-ci[1], -ci[0])  # the gain's CI
+    if hi < -slack:
+        return "regression"
+    if lo > slack:
+        return "improvement"
+    return "within noise" if abs(delta) > slack else "unchanged"
+
+
+def _moved(b: MetricResult, c: MetricResult) -> tuple[list[ItemFlip], int]:
+    """Items whose value changed, good->bad (largest bad move) first (at most :data:`MAX_MOVED`), and
+    how many changed."""
+    assert b.per_item is not None and c.per_item is not None
+    before, now = b.per_item.values, c.per_item.values
+    sign = 1.0 if c.higher_is_better else -1.0
+    moved = [(sign * (now[i] - before[i]), i) for i in before.keys() & now.keys() if now[i] != before[i]]
+    moved.sort()
+    return [ItemFlip(c.test, c.metric, i, before[i], now[i]) for _, i in moved[:MAX_MOVED]], len(moved)
+
+
+def _mostly_shared(b: MetricResult, c: MetricResult, n_shared: int) -> bool:
+    """Pair only when the shared items are at least half of each run's (a delta on a small overlap, e.g.
+    two data seeds, would describe other items than the metric's)."""
+    assert b.per_item is not None and c.per_item is not None
+    return 2 * n_shared >= max(len(b.per_item.values), len(c.per_item.values))
+
+
+def _judged(b: MetricResult, c: MetricResult, tol: Tolerance, gate: GateMode, resamples: int) -> MetricDelta:
+    """The delta of a key in both runs, with its noise evidence and the gate's status."""
+    point = classify(b.value, c.value, c.higher_is_better, tol)
+    out = _delta(c, b.value, c.value, point)
+    if b.value is None or c.value is None:
+        return out
+    paired = None
+    if b.per_item is not None and c.per_item is not None:
+        from faithtests.scorecard.paired import paired_delta  # numpy: only when there is something to pair
+
+        clusters = {**(b.per_item.clusters or {}), **(c.per_item.clusters or {})}
+        paired = paired_delta(b.per_item.values, c.per_item.values, clusters or None,
+                              higher_is_better=c.higher_is_better, b=resamples)
+    ci: tuple[float, float] | None = None
+    basis: Basis = "point"
+    delta = c.value - b.value
+    if paired is not None and paired.ci is not None and _mostly_shared(b, c, paired.n):
+        ci, basis, delta = paired.ci, "paired", paired.delta
+    elif b.ci is not None and c.ci is not None:
+        from faithtests.scorecard.paired import unpaired_ci
+
+        ci, basis = unpaired_ci(b.value, b.ci, c.value, c.ci), "unpaired"
+    ci_status = point if ci is None else ci_classify(b.value, delta, ci, c.higher_is_better, tol)
+    moved, n_moved = _moved(b, c) if paired is not None else ([], 0)
+    return replace(out, status=ci_status if gate == "ci" else point, delta_ci=ci, basis=basis,
+                   paired=paired, ci_status=ci_status, moved=moved, n_moved=n_moved)
 
 
 def _delta(r: MetricResult, baseline: float | None, current: float | None, status: Status) -> MetricDelta:
@@ -211,9 +302,12 @@ def _flipped(a: float | bool, b: float | bool, tolerance: Tolerance) -> bool:
 
 def compare(
     current: Scorecard, baseline: Scorecard, tolerance: Tolerance | str | float = 0.0, *,
-    checked_only: bool = False,
+    checked_only: bool = False, gate: GateMode = "point", resamples: int = 2000,
 ) -> Comparison:
-    """Compare ``current`` against ``baseline`` (see the module docstring for the rules)."""
+    """Compare ``current`` against ``baseline`` (see the module docstring for the rules); ``resamples``
+    is the paired bootstrap's B (seed 0, so one pair of scorecards always gets one verdict)."""
+    if gate not in ("point", "ci"):
+        raise ValueError(f"gate {gate!r} is not 'point' or 'ci'")
     tol = Tolerance.parse(tolerance)
     cur = {r.key: r for r in current.results}
     base = {r.key: r for r in baseline.results}
@@ -225,7 +319,7 @@ def compare(
     for key in sorted(cur.keys() | base.keys()):
         c, b = cur.get(key), base.get(key)
         if c is not None and b is not None:
-            deltas.append(_delta(c, b.value, c.value, classify(b.value, c.value, c.higher_is_better, tol)))
+            deltas.append(_judged(b, c, tol, gate, resamples))
         elif c is not None:
             deltas.append(_delta(c, None, c.value, "new"))
         elif b is not None:
@@ -242,7 +336,7 @@ def compare(
             for item in sorted(now.keys() & before.keys()):
                 if _flipped(before[item], now[item], tol):
                     flips.append(ItemFlip(t.test, name, item, before[item], now[item]))
-    return Comparison(tolerance=tol, deltas=deltas, flips=flips)
+    return Comparison(tolerance=tol, gate=gate, deltas=deltas, flips=flips)
 
 
 def _fmt(x: float | None) -> str:
@@ -268,10 +362,26 @@ def test_label(test: str) -> str:
     return test_key(test).partition("::")[2] or test
 
 
+def _fmt_ci(ci: tuple[float, float] | None) -> str:
+    return "—" if ci is None else f"[{_fmt_delta(ci[0])}, {_fmt_delta(ci[1])}]"
+
+
+def _fmt_paired(d: MetricDelta) -> str:
+    """``n=320 g>b=12 b>g=3 p=0.035`` (binary), ``n=320`` (numeric), ``—`` (not paired)."""
+    p = d.paired
+    if p is None:
+        return "—"
+    if not p.binary:
+        return f"n={p.n}"
+    mp = p.mcnemar_p if p.mcnemar_p is not None else 1.0
+    return f"n={p.n} g>b={p.good_to_bad} b>g={p.bad_to_good} p={mp:.3g}"
+
+
 def format_comparison(c: Comparison, *, show_unchanged: bool = True, max_flips: int = 50) -> str:
-    """A plain-text report: one row per key (status, test, metric, baseline, current, delta), then item
-    flips. The test column tells apart one metric recorded by two tests (``test_x[all]`` records
-    ``PR[type=color]`` once per data set)."""
+    """A plain-text report: one row per key (status, test, metric, baseline, current, delta, the delta's
+    CI and its basis, the paired counts, and the ``ci`` gate's verdict), the items behind each
+    regression, then item flips. The test column tells apart one metric recorded by two tests
+    (``test_x[all]`` records ``PR[type=color]`` once per data set)."""
     shown = [d for d in c.deltas if show_unchanged or d.status != "unchanged"]
     rows = [
         [
@@ -283,16 +393,29 @@ def format_comparison(c: Comparison, *, show_unchanged: bool = True, max_flips: 
             _fmt(d.baseline),
             _fmt(d.current),
             _fmt_delta(d.delta),
+            _fmt_ci(d.delta_ci),
+            d.basis if d.delta_ci is not None else "—",
+            _fmt_paired(d),
+            d.ci_status or "—",
             "higher" if d.higher_is_better else "lower",
         ]
         for d in shown
     ]
-    header = ["status", "test", "metric", "model", "variant", "baseline", "current", "delta", "better"]
+    header = ["status", "test", "metric", "model", "variant", "baseline", "current", "delta", "delta 95% CI",
+              "basis", "paired", "ci gate", "better"]
     out = _table(header, rows)
     out.append(
         f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s), "
-        f"{len(c.new)} new, {len(c.missing)} missing (tolerance {c.tolerance})"
+        f"{len(c.new)} new, {len(c.missing)} missing (tolerance {c.tolerance}, gate {c.gate})"
     )
+    noise = c._with("within noise")
+    if noise:
+        out.append(f"{len(noise)} move(s) beyond the tolerance within noise (the delta CI includes it)")
+    for d in c.regressions:
+        if d.moved:
+            out.append(f"{d.n_moved} item(s) moved in {test_label(d.test)} {d.label} ({d.model}), worst "
+                       f"first{f' (first {len(d.moved)} shown)' if d.n_moved > len(d.moved) else ''}:")
+            out += [f"  {f.item}: {f.baseline:g} -> {f.current:g}" for f in d.moved]
     if c.flips:
         out.append("")
         out.append(f"{len(c.flips)} item(s) flipped:")

@@ -26,7 +26,8 @@ RESULT_COLUMNS = ("run", "suite", "test", "outcome", "model", "variant", "metric
                   "inconclusive", "detectable_diff")
 ITEM_COLUMNS = ("run", "suite", "test", "model", "variant", "item_set", "item", "outcome", "value")
 DELTA_COLUMNS = ("suite", "test", "model", "variant", "metric", "slice", "baseline", "current", "delta",
-                 "higher_is_better", "status")
+                 "higher_is_better", "status", "basis", "delta_ci_low", "delta_ci_high", "ci_status",
+                 "n_shared", "good_to_bad", "bad_to_good", "mcnemar_p")
 _SEP = " | "  # faithtests.scorecard.recording.items_key joins "name | model | variant"
 
 
@@ -95,8 +96,14 @@ def deltas_frame(comparison: Comparison) -> pd.DataFrame:
 
     rows = [{"suite": d.suite, "test": d.test, "model": d.model, "variant": d.variant, "metric": d.metric,
              "slice": d.slice, "baseline": d.baseline, "current": d.current, "delta": d.delta,
-             "higher_is_better": d.higher_is_better, "status": d.status} for d in comparison.deltas]
+             "higher_is_better": d.higher_is_better, "status": d.status, "basis": d.basis,
+             "delta_ci_low": d.delta_ci[0] if d.delta_ci else None,
+             "delta_ci_high": d.delta_ci[1] if d.delta_ci else None, "ci_status": d.ci_status,
+             "n_shared": d.paired.n if d.paired else None,
+             "good_to_bad": d.paired.good_to_bad if d.paired and d.paired.binary else None,
+             "bad_to_good": d.paired.bad_to_good if d.paired and d.paired.binary else None,
+             "mcnemar_p": d.paired.mcnemar_p if d.paired else None} for d in comparison.deltas]
     frame = pd.DataFrame(rows, columns=list(DELTA_COLUMNS))
-    for col in ("baseline", "current", "delta"):
+    for col in ("baseline", "current", "delta", "delta_ci_low", "delta_ci_high", "mcnemar_p"):
         frame[col] = frame[col].astype("float64")
     return frame

@@ -39,6 +39,59 @@ def test_key(test: str) -> str:
     return head.replace("\\", "/").rsplit("/", 1)[-1] + sep + rest
 
 
+def round7(x: float) -> float:
+    """``x`` to 7 significant digits: what a float32 score carries, at half the JSON of a full repr."""
+    return float(f"{x:.7g}")
+
+
+@dataclass(frozen=True)
+class ItemValues:
+    """The per-item values a metric is the mean of (``value == mean(values)``), for paired comparison of
+    two runs on the items both share. ``clusters`` (optional) names each item's cluster (its image or
+    stimulus) so the paired bootstrap resamples clusters, as the suite's own CI does. Stored column-wise
+    (ids, values, cluster indexes), values rounded to 7 significant digits."""
+
+    values: dict[str, float]
+    clusters: dict[str, str] | None = None
+
+    @classmethod
+    def make(cls, values: Any, clusters: Any = None, what: str = "per_item") -> ItemValues:
+        """Validated copy: ids as str, values finite floats (bool -> 0/1), one cluster per item."""
+        vals: dict[str, float] = {}
+        for k, v in dict(values).items():
+            f = float(v)
+            if not math.isfinite(f):
+                raise ValueError(f"{what}[{str(k)!r}] is not finite ({f}); leave the item out")
+            vals[str(k)] = round7(f)
+        cl = None if clusters is None else {str(k): str(c) for k, c in dict(clusters).items()}
+        if cl is not None and cl.keys() != vals.keys():
+            raise ValueError(f"{what}: clusters must name exactly the items of values "
+                             f"({len(cl.keys() ^ vals.keys())} item(s) differ)")
+        return cls(vals, cl)
+
+    def mean(self) -> float | None:
+        return sum(self.values.values()) / len(self.values) if self.values else None
+
+    def to_json(self) -> dict[str, Any]:
+        ids = list(self.values)
+        out: dict[str, Any] = {"ids": ids, "values": [self.values[i] for i in ids]}
+        if self.clusters is not None:
+            names = sorted(set(self.clusters.values()))
+            index = {c: j for j, c in enumerate(names)}
+            out["cluster_names"] = names
+            out["clusters"] = [index[self.clusters[i]] for i in ids]
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ItemValues:
+        ids = [str(i) for i in d["ids"]]
+        values = dict(zip(ids, (float(v) for v in d["values"]), strict=True))
+        if "clusters" not in d:
+            return cls(values)
+        names = [str(c) for c in d["cluster_names"]]
+        return cls(values, dict(zip(ids, (names[int(j)] for j in d["clusters"]), strict=True)))
+
+
 def _finite_or_none(x: float | None) -> float | None:
     if x is None:
         return None
@@ -66,6 +119,7 @@ class MetricResult:
     gate: GateMode | None = None
     ci_note: str | None = None  # why the CI is undefined ("undefined (n clusters 1 < 2)"); ci is then None
     coverage: str | None = None  # why the check failed its coverage rule (too few / too many invalid items)
+    per_item: ItemValues | None = None  # the items this metric is the mean of (paired comparison)
 
     @property
     def key(self) -> tuple[str, str, str, str, str]:
@@ -105,6 +159,10 @@ class MetricResult:
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["ci"] = list(self.ci) if self.ci is not None else None
+        if self.per_item is None:  # absent, not null: scorecards without per-item values stay as they were
+            del d["per_item"]
+        else:
+            d["per_item"] = self.per_item.to_json()
         d["inconclusive"] = self.inconclusive  # derived (from ci, op, threshold): not read back
         d["detectable_diff"] = self.detectable_diff
         return d
@@ -129,6 +187,7 @@ class MetricResult:
             gate=d.get("gate"),
             ci_note=d.get("ci_note"),
             coverage=d.get("coverage"),
+            per_item=ItemValues.from_json(d["per_item"]) if d.get("per_item") else None,
         )
 
 

@@ -23,6 +23,7 @@ from faithtests.scorecard.model import (
     Exemplar,
     GateMode,
     InvalidCount,
+    ItemValues,
     MetricResult,
     Op,
     Plot,
@@ -196,8 +197,10 @@ class Faith:
         return None
 
     def metric(self, name: str, value: Any, *, ci: Sequence[Any] | None = None, n: int | None = None,
-               higher_is_better: bool = True, slice: str | None = None) -> MetricResult:
-        """Record a metric value (NaN -> undefined, which never passes a check)."""
+               higher_is_better: bool = True, slice: str | None = None,
+               per_item: ItemValues | Mapping[Any, Any] | None = None) -> MetricResult:
+        """Record a metric value (NaN -> undefined, which never passes a check). ``per_item``: the item
+        values (or an :class:`ItemValues` with clusters) the value is the mean of, for the paired gate."""
         if not name or "[" in name or "]" in name:
             raise ValueError(f"metric name {name!r} must be non-empty without brackets (use slice=)")
         where = f"{self.suite}/{name}" + (f"[{slice}]" if slice else "")
@@ -225,10 +228,16 @@ class Faith:
                 ci_t = (lo, hi)
         if n is not None and (isinstance(n, bool) or int(n) != n or n < 0):
             raise ValueError(f"{where}: n must be a non-negative integer, got {n!r}")
+        items = None if per_item is None else ItemValues.make(
+            per_item.values if isinstance(per_item, ItemValues) else per_item,
+            per_item.clusters if isinstance(per_item, ItemValues) else None, f"{where} per_item")
+        mean = items.mean() if items is not None else None
+        if v is not None and mean is not None and abs(mean - v) > 1e-5 * max(1.0, abs(v)):
+            raise ValueError(f"{where}: value {v:.6g} is not the mean of per_item ({mean:.6g})")
         result = MetricResult(
             suite=self.suite, test=self.test, metric=name, value=v, model=self._model,
             variant=self._variant, ci=ci_t, n=int(n) if n is not None else None,
-            higher_is_better=bool(higher_is_better), slice=slice, ci_note=ci_note,
+            higher_is_better=bool(higher_is_better), slice=slice, ci_note=ci_note, per_item=items,
         )
         self.record.results.append(result)
         return result

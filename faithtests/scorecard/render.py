@@ -27,7 +27,7 @@ from markupsafe import Markup
 
 from faithtests.scorecard.baseline import Tolerance, compare
 from faithtests.scorecard.coverage import coverage_line, input_coverage
-from faithtests.scorecard.model import TestRecord
+from faithtests.scorecard.model import GateMode, TestRecord
 from faithtests.scorecard.render_sections import suite_view
 from faithtests.scorecard.render_verdict import regression_key, regression_rows, verdicts
 from faithtests.scorecard.render_views import delta_index, fmt, node_function, slug
@@ -73,17 +73,18 @@ def render_html(
     title: str = "faithtests scorecard",
     baseline_label: str | None = None,
     tolerance: Tolerance | str | float = 0.0,
+    gate: GateMode = "point",
 ) -> str:
     """The scorecard as one offline HTML page; with ``baseline``, every cell shows its delta.
 
     ``max_exemplars`` caps the exemplars shown per test (the page says when it capped);
     ``baseline_label`` names the baseline in the header (default: the scorecard's own ``baseline``);
     ``tolerance`` is the gate's (see :mod:`faithtests.scorecard.baseline`), so a cell is coloured as a
-    regression exactly when the gate would call it one."""
+    regression exactly when the gate would call it one (with its ``gate``)."""
     if max_exemplars < 0:
         raise ValueError(f"max_exemplars must be >= 0, got {max_exemplars}")
     sc = scorecard.sorted()
-    comparison = compare(sc, baseline, tolerance) if baseline is not None else None
+    comparison = compare(sc, baseline, tolerance, gate=gate) if baseline is not None else None
     deltas = delta_index(comparison.deltas) if comparison is not None else None
     by_suite: dict[str, list[TestRecord]] = defaultdict(list)
     for t in sc.tests:

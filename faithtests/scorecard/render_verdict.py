@@ -111,11 +111,32 @@ def regression_key(reg: dict[str, Any]) -> Key:
     )
 
 
+def _evidence(reg: dict[str, Any]) -> str:
+    """``95% CI [-0.12, -0.05] (paired, n=320, good→bad 30, bad→good 4, McNemar p 2e-06)``, or ""."""
+    ci, paired = reg.get("delta_ci"), reg.get("paired")
+    if not ci:
+        return ""
+    parts = [str(reg.get("basis", ""))]
+    if isinstance(paired, dict) and reg.get("basis") == "paired":
+        parts.append(f"n={paired.get('n')}")
+        if paired.get("mcnemar_p") is not None:
+            parts += [f"good→bad {paired.get('good_to_bad')}", f"bad→good {paired.get('bad_to_good')}",
+                      f"McNemar p {float(paired['mcnemar_p']):.2g}"]
+    return f"95% CI [{float(ci[0]):+.3g}, {float(ci[1]):+.3g}] ({', '.join(parts)})"
+
+
+def _moved(reg: dict[str, Any]) -> list[dict[str, str]]:
+    """The items behind a paired regression, good→bad first, with both runs' values."""
+    return [{"item": str(m.get("item", "")), "baseline": fmt(_float(m.get("baseline"))),
+             "current": fmt(_float(m.get("current")))} for m in reg.get("moved") or []]
+
+
 def regression_rows(
     sc: Scorecard, anchors: dict[Key, str], suite_anchor: dict[str, str]
-) -> list[dict[str, str]]:
+) -> list[dict[str, Any]]:
     """The gate's regression dicts (``MetricDelta.to_json()``), each naming its parametrised test
-    (``test_x[world-reference:clip-all]``) and linked to its row (or, failing that, its suite)."""
+    (``test_x[world-reference:clip-all]``) and linked to its row (or, failing that, its suite), with the
+    delta's CI and paired counts (``evidence``) and the items that moved (``moved``)."""
     suite_of = {test_key(t.test): t.suite for t in sc.tests}
     out = []
     for reg in sc.regressions:
@@ -134,6 +155,9 @@ def regression_rows(
                 "current": fmt(_float(reg.get("current"))),
                 "delta": "n/a" if delta is None else f"{delta:+.3g}",
                 "better": "" if hib is None else ("higher" if hib else "lower"),
+                "evidence": _evidence(reg),
+                "moved": _moved(reg),
+                "n_moved": int(reg.get("n_moved") or len(reg.get("moved") or [])),
             }
         )
     return out

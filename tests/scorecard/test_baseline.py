@@ -142,13 +142,20 @@ def test_format_comparison() -> None:
         "baseline",
         "current",
         "delta",
+        "delta",
+        "95%",
+        "CI",
+        "basis",
+        "paired",
+        "ci",
+        "gate",
         "better",
     ]
     assert any(
         line.split()[:8] == ["REGRESSION", "t", "s/PR", "clip", "base", "0.800", "0.700", "-0.100"]
         for line in lines
     )
-    assert "1 regression(s), 0 improvement(s), 1 new, 1 missing (tolerance 0)" in text
+    assert "1 regression(s), 0 improvement(s), 1 new, 1 missing (tolerance 0, gate point)" in text
     assert "1 item(s) flipped:" in text and "t.py::t flips b: True -> False" in text
     short = format_comparison(compare(cur, cur), show_unchanged=False)
     assert "s/PR" not in short and "0 regression(s)" in short

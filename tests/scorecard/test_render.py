@@ -195,7 +195,7 @@ def test_regressions_are_listed_with_links_to_their_rows() -> None:
     html = render_html(current, base)
     reg = tables(html, "regressions")[0]
     assert len(reg) == 2 and reg[1][:4] == [f"test_invariance[{CLIP}]", "E_inv", CLIP, ""]  # parametrised
-    assert reg[1][4:] == ["0.010", "0.050", "+0.04", "lower"]
+    assert reg[1][4:] == ["0.010", "0.050", "+0.04 95% CI [+0.0117, +0.0683] (unpaired)", "lower"]
     link = re.search(r'<section id="regressions">.*?href="#([^"]+)"', html, re.S)
     assert link is not None and f'<tr id="{link.group(1)}">' in html
 

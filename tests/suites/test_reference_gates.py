@@ -33,6 +33,13 @@ def run_suites(tmp_path: Path, *args: str) -> dict[str, str]:
 def test_clip_passes_the_lgip_suites(tmp_path: Path) -> None:
     outcomes = run_suites(tmp_path, *LGIP, "--faith-model", "reference:clip")
     assert outcomes and all(o == "passed" for o in outcomes.values()), outcomes
+    # issue 19: number flips are also recorded per (true -> flipped) count pair and direction, with a plot
+    card = json.loads((tmp_path / "report" / "scorecard.json").read_text())
+    (number,) = [t for t in card["tests"] if t["test"].endswith("[world-number-reference:clip]")]
+    slices = {r["slice"] for r in number["results"] if r["metric"] == "PR"}
+    assert {"number,count=1->2", "number,count=3->2", "number,direction=fewer",
+            "number,direction=more"} <= slices
+    assert any(p["title"].startswith("PR by count pair") for p in number["plots"])
 
 
 def test_colourblind_twin_fails_only_colour(tmp_path: Path) -> None:

@@ -154,6 +154,18 @@ class PerturbationPair:
     rule: str
 
 
+def pair_keys(pairs: Sequence[PerturbationPair]) -> list[str]:
+    """Item ids that match across runs (the paired regression gate): ``image|caption id|perturbed text``,
+    ``#k`` appended on the k-th repeat so that every pair keeps its own id."""
+    seen: dict[str, int] = {}
+    out = []
+    for p in pairs:
+        key = f"{p.image_id}|{p.caption_id}|{p.perturbed}"
+        out.append(key + (f"#{seen[key]}" if key in seen else ""))
+        seen[key] = seen.get(key, 0) + 1
+    return out
+
+
 def perturbation_pairs(image_id: str, caption_id: str, p: CaptionPerturbations) -> list[PerturbationPair]:
     """Every paraphrase, flip and combined flip of one caption as pairs against the original c."""
     out = [PerturbationPair(image_id, caption_id, p.caption, q.text, "paraphrase", q.kind, q.rule)
