@@ -120,9 +120,9 @@ def _write_html(
 ) -> None:
     from faithtests.scorecard.render import render_html
 
-    html = render_html(
-        sc, baseline, max_exemplars=max_exemplars, baseline_label=baseline_label, tolerance=tolerance
-    )
+    # the gate the run was gated with, so delta cells agree with its stored regressions and verdicts
+    html = render_html(sc, baseline, max_exemplars=max_exemplars, baseline_label=baseline_label,
+                       tolerance=tolerance, gate=_run_gate(sc))
     try:
         atomic_write_text(path, html)
     except OSError as exc:

@@ -85,7 +85,9 @@ def test_flip_positive_rate(faith: Faith, flip_scored: Scored, flip_case: str, f
                            flip_types=types, seed=faith_seed)
 
     # PR per flip (1: the original scored above its flip), clustered by image: the paired gate's input
-    keys, won = pair_keys(pairs), scored.base[idx] > scored.perturbed[idx]
+    # ids over the whole workload, then picked: dropping a non-finite pair must not renumber its repeats
+    all_keys = pair_keys(scored.workload.pairs)
+    keys, won = [all_keys[i] for i in idx], scored.base[idx] > scored.perturbed[idx]
 
     def flips_won(t: str | None) -> ItemValues:
         chosen = [i for i, x in enumerate(types) if t in (None, x)]

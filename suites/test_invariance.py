@@ -57,7 +57,10 @@ def test_paraphrase_invariance(faith: Faith, invariance_scored: Scored, invarian
     assert est is not None, f"no {subset} paraphrases were generated for {scored.workload.name}"
 
     chosen = np.array([subset in ("all", k) for k in kinds])
-    keys = pair_keys(pairs)  # |s(I, c) - s(I, c')| per pair, clustered by image: the paired gate's input
+    # |s(I, c) - s(I, c')| per pair, clustered by image: the paired gate's input; ids over the whole
+    # workload, then picked (dropping a non-finite pair must not renumber its repeats)
+    all_keys = pair_keys(scored.workload.pairs)
+    keys = [all_keys[i] for i in idx]
     per_pair = ItemValues.make({k: d for k, d, c in zip(keys, np.abs(base - para), chosen, strict=True) if c},
                                {k: p.image_id for k, p, c in zip(keys, pairs, chosen, strict=True) if c})
     faith.metric("E_inv", est.value, ci=est.ci, n=est.n_pairs, higher_is_better=False, slice=slice_,

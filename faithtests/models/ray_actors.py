@@ -137,7 +137,12 @@ def start_pool(spec: str, settings: RaySettings, *, device: str, dtype: str, bat
     def meta(role: str) -> dict[str, Any]:
         return dict(ray.get(hosts[0].meta.remote(role)))
 
-    return adapter(pool, info, local, meta), hosts
+    try:
+        return adapter(pool, info, local, meta), hosts
+    except BaseException:  # a model that fails to load, or an interrupt: no actor may keep its GPUs
+        for h in hosts:
+            ray.kill(h)
+        raise
 
 
 def stop(handles: Sequence[Any], started: bool) -> None:

@@ -209,6 +209,8 @@ class PooledScorer(_Pooled):
         return torch.tensor([self._pairs[k] for k in keys], dtype=torch.float32)
 
     def similarity_matrix(self, images: Sequence[Image.Image], texts: Sequence[str]) -> torch.Tensor:
+        if self.score_kind != "cosine":  # a VLM's caption log-likelihood has no embedding product
+            raise NotImplementedError(f"similarity_matrix: a {self.score_kind} scorer has no embeddings")
         return self.encode_images(images) @ self.encode_texts(texts).T
 
     def cache_stats(self) -> dict[str, int]:
@@ -264,9 +266,10 @@ class PooledVLM(_Pooled):
         if shipped is not None and shipped.contrast is not None:
             contrast = shipped.contrast
             parts = chunks(n, self.pool.size) or [range(0)]
+            if len(contrast.aux) != n:  # as in process: one aux prompt per row, never cut silently
+                raise ValueError(f"{method}: {len(contrast.aux)} contrast prompts for {n} rows")
             calls = [(rows(p), {**kwargs, "hooks": replace(
-                shipped, contrast=replace(contrast, aux=tuple(contrast.aux[i] for i in p
-                                                              if i < len(contrast.aux))))})
+                shipped, contrast=replace(contrast, aux=tuple(contrast.aux[i] for i in p)))})
                      for p in parts]
             return combine(self.pool.map(method, calls))
         return combine(self._split(method, n, rows, {**kwargs, "hooks": shipped}))

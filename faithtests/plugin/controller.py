@@ -122,8 +122,11 @@ class Controller:
         if not self._started:  # xdist without faithtests options: start at the first record
             try:
                 self.start_report()
-            except pytest.UsageError as exc:
+            except pytest.UsageError as exc:  # nothing could be written: do not run on for hours
                 self.lock_error = str(exc)
+                dsession = self.config.pluginmanager.getplugin("dsession")  # xdist's loop stops on it
+                if dsession is not None and not getattr(dsession, "shouldstop", False):
+                    dsession.shouldstop = f"faithtests: {exc}"
         self.records[key] = rec
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -143,7 +146,13 @@ class Controller:
             key = key_of_nodeid(report.nodeid)
             suite = key.partition("::")[0].removesuffix(".py").removeprefix("test_")
             message = f"crashed: {str(report.longrepr)[:MESSAGE_CHARS]}"
-            self._add(TestRecord(key, suite, outcome="crashed", message=message), strip_group(report.nodeid))
+            if key in self.records:  # it had recorded (the worker died in teardown): keep its results
+                rec = self.records[key]
+                rec.outcome = "crashed"
+                rec.message = "; ".join(m for m in (rec.message, message) if m)
+            else:
+                self._add(TestRecord(key, suite, outcome="crashed", message=message),
+                          strip_group(report.nodeid))
 
     def _fingerprint(self) -> dict[str, Any]:
         models = merge_worker_models(self.models)
@@ -174,6 +183,14 @@ class Controller:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.records:
+            if self.baseline is not None and not (self.opts.allow_missing or self.opts.update_baseline):
+                # a gate that compared nothing fails (no scorecard: nothing was recorded)
+                n = len(self.baseline.results)
+                self.notes.append(f"FAIL: no test of this run recorded results, so none of the baseline's "
+                                  f"{n} result(s) was compared; pass --faith-allow-missing if this selection "
+                                  "is intended; exit status 1")
+                if session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
             return
         complete = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and not (
             session.shouldstop or session.shouldfail
@@ -254,9 +271,12 @@ class Controller:
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         if self.scorecard is None:
-            return
-        verbose = config.get_verbosity() > 0
-        lines = summary_lines(self.scorecard, self.written, self.comparison, self.notes, full=verbose)
+            lines = [n for n in self.notes if n.startswith(("FAIL", "ERROR"))]  # nothing recorded
+            if not lines:
+                return
+        else:
+            verbose = config.get_verbosity() > 0
+            lines = summary_lines(self.scorecard, self.written, self.comparison, self.notes, full=verbose)
         terminalreporter.write_sep("=", "faithtests scorecard")
         for line in lines:
             red = line.startswith(("REGRESSION", "ERROR", "FAIL"))

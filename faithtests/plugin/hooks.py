@@ -98,6 +98,10 @@ def pytest_configure(config: pytest.Config) -> None:
     baseline: Scorecard | None = None
     if opts.baseline is not None:
         path = baseline_file(opts.baseline)
+        if path.resolve() == (opts.report_dir / "scorecard.json").resolve():
+            # the run supersedes and then rewrites its report: the baseline would be gone
+            raise pytest.UsageError(f"--faith-baseline {path} is this run's own report "
+                                    "(--faith-report): keep the baseline in another folder")
         if path.exists():
             try:
                 baseline = read_scorecard(path)
@@ -108,6 +112,11 @@ def pytest_configure(config: pytest.Config) -> None:
                 f"--faith-baseline: {path} does not exist (create it with --faith-update-baseline)"
             )
     controller = Controller(config, opts, baseline)
+    if baseline is not None and opts.baseline is not None and baseline.status != "complete":
+        # partial results make a partial gate
+        controller.notes.append(f"warning: the baseline {baseline_file(opts.baseline)} is a "
+                                f"{baseline.status!r} run, not a complete one: only what it recorded is "
+                                "compared")
     if baseline is not None and opts.baseline is not None:
         # checked before any test runs: a baseline of other data or settings lists fake regressions
         allowed = set(MISMATCH_FIELDS) if opts.update_baseline else set(opts.allow_mismatch)
@@ -134,7 +143,9 @@ def _cuda_missing_reason() -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if FAITH_OPTIONS in config.stash:
+    if FAITH_OPTIONS in config.stash and not _is_worker(config):
+        # a worker cannot raise a usage error cleanly (xdist reports a crash): the controller reports
+        # two node ids on one key from the records instead (exit 4 there too)
         _check_unique_keys(items)
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:  # keep torch unimported for runs without GPU tests

@@ -70,6 +70,9 @@ class ReportLock:
                 json.dump(me, fh)
             self.held = True
             break
+        if not self.held:  # another run took the stale lock first
+            raise pytest.UsageError(f"--faith-report: {self.dir} was taken by another faithtests run "
+                                    "while this one started; use another --faith-report DIR")
         self._supersede_previous()
 
     def _take_over_if_stale(self, notes: list[str]) -> None:
@@ -79,8 +82,22 @@ class ReportLock:
         except (OSError, ValueError, KeyError, TypeError):
             other, pid, host = {}, -1, ""
         if pid > 0 and host == socket.gethostname() and not _alive(pid):
-            notes.append(f"note: took over the stale lock {self.path} of pid {pid} (no longer running)")
-            self.path.unlink(missing_ok=True)
+            # rename, then check it is still the dead run's lock: two runs taking over at once must not
+            # both delete a lock (one of them could be the other's fresh one)
+            aside = self.path.with_name(f"{LOCK_NAME}.stale.{os.getpid()}")
+            try:
+                os.rename(self.path, aside)
+            except OSError:
+                return  # gone already: the caller tries to create it again
+            try:
+                taken: dict[str, Any] = json.loads(aside.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                taken = {}
+            if taken.get("pid") != other.get("pid") or taken.get("start") != other.get("start"):
+                os.replace(aside, self.path)  # another run's fresh lock: put it back, it holds the dir
+            else:
+                aside.unlink(missing_ok=True)
+                notes.append(f"note: took over the stale lock {self.path} of pid {pid} (no longer running)")
             return
         who = f"pid {pid} on host {host}, since {other.get('start', '?')}" if pid > 0 else "unreadable lock"
         raise pytest.UsageError(

@@ -233,13 +233,14 @@ def ci_classify(
     return "within noise" if abs(delta) > slack else "unchanged"
 
 
-def _moved(b: MetricResult, c: MetricResult) -> tuple[list[ItemFlip], int]:
-    """Items whose value changed, good->bad (largest bad move) first (at most :data:`MAX_MOVED`), and
-    how many changed."""
+def _moved(b: MetricResult, c: MetricResult, tol: Tolerance) -> tuple[list[ItemFlip], int]:
+    """Items whose value moved beyond the tolerance (float noise on a continuous item is not a move),
+    good->bad (largest bad move) first (at most :data:`MAX_MOVED`), and how many moved."""
     assert b.per_item is not None and c.per_item is not None
     before, now = b.per_item.values, c.per_item.values
     sign = 1.0 if c.higher_is_better else -1.0
-    moved = [(sign * (now[i] - before[i]), i) for i in before.keys() & now.keys() if now[i] != before[i]]
+    moved = [(sign * (now[i] - before[i]), i) for i in before.keys() & now.keys()
+             if _flipped(before[i], now[i], tol)]
     moved.sort()
     return [ItemFlip(c.test, c.metric, i, before[i], now[i]) for _, i in moved[:MAX_MOVED]], len(moved)
 
@@ -274,7 +275,12 @@ def _judged(b: MetricResult, c: MetricResult, tol: Tolerance, gate: GateMode, re
 
         ci, basis = unpaired_ci(b.value, b.ci, c.value, c.ci), "unpaired"
     ci_status = point if ci is None else ci_classify(b.value, delta, ci, c.higher_is_better, tol)
-    moved, n_moved = _moved(b, c) if paired is not None else ([], 0)
+    if basis == "paired" and ci_status in ("regression", "improvement") and point != ci_status:
+        # on a partial overlap the shared items can move against the whole metric: no verdict either way
+        ci_status = "within noise"
+    if basis != "paired":  # paired counts and moved items only where the pairing is what was judged
+        paired = None
+    moved, n_moved = _moved(b, c, tol) if paired is not None else ([], 0)
     return replace(out, status=ci_status if gate == "ci" else point, delta_ci=ci, basis=basis,
                    paired=paired, ci_status=ci_status, moved=moved, n_moved=n_moved)
 

@@ -94,11 +94,19 @@ def coverage_problem(r: MetricResult, invalid: Iterable[InvalidCount], rule: Cov
     problems = [_nonfinite_problem(i) for i in mine if i.kind == NONFINITE]
     if r.n is not None and r.n < rule.min_n:
         problems.append(f"n={r.n} < min_n {rule.min_n} (too few items for a verdict)")
+    # kinds out of one total add up (30% missing images and 30% unparseable answers leave 40% valid);
+    # an input is rejected under one kind, so the sum does not count it twice
+    by_total: dict[int, list[InvalidCount]] = {}
     for i in mine:
-        if i.total and i.kind != NONFINITE and 1.0 - i.count / i.total < rule.min_valid_fraction:
-            valid = 1.0 - i.count / i.total
-            problems.append(f"only {i.total - i.count} of {i.total} inputs valid ({valid:.1%}; "
-                            f"{i.count} {i.kind}) < min_valid_fraction {rule.min_valid_fraction:g}")
+        if i.total and i.kind != NONFINITE:
+            by_total.setdefault(i.total, []).append(i)
+    for total, kinds in sorted(by_total.items()):
+        bad = min(total, sum(i.count for i in kinds))
+        valid = 1.0 - bad / total
+        if valid < rule.min_valid_fraction:
+            what = " + ".join(f"{i.count} {i.kind}" for i in kinds)
+            problems.append(f"only {total - bad} of {total} inputs valid ({valid:.1%}; {what}) "
+                            f"< min_valid_fraction {rule.min_valid_fraction:g}")
     if not problems:
         return None
     return "; ".join(problems) + f" [coverage rule from {rule.source}]"

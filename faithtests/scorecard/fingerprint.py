@@ -7,6 +7,7 @@ fingerprint never imports torch.
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import subprocess
 import sys
@@ -57,22 +58,39 @@ COMPARABLE = ("seed", "limit", "gate", "data", "thresholds")
 MERGE_FIELDS = ("model_specs", *COMPARABLE)
 
 
+def _data_files(root: Path) -> list[Path]:
+    """Every file under ``root``, following symlinked folders (a data layout often links ``val2017/``
+    from elsewhere) but never the same folder twice; dot-files (``.DS_Store``, ``.ipynb_checkpoints``)
+    are not data."""
+    out: list[Path] = []
+    seen: set[tuple[int, int]] = set()
+    for here, dirs, names in os.walk(root, followlinks=True):
+        st = os.stat(here)
+        if (st.st_dev, st.st_ino) in seen:
+            dirs[:] = []
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        out += [Path(here) / n for n in names if not n.startswith(".") and (Path(here) / n).is_file()]
+    return sorted(out)
+
+
 def dataset_digest(path: Path) -> dict[str, Any]:
     """A cheap content identity of a dataset location: sha256 over every file's relative name and size,
-    plus the full content of its text files (``_HASHED_SUFFIXES``, up to 256 MiB each). Mtimes and the
-    location itself are left out, so a copy elsewhere digests the same."""
+    plus the full content of its text files (``_HASHED_SUFFIXES``, up to 256 MiB each, streamed). Mtimes
+    and the location itself are left out, so a copy elsewhere digests the same."""
     if not path.exists():
         return {"sha256": None, "files": 0, "bytes": 0, "missing": True}
     h = hashlib.sha256()
     files = size = 0
-    paths = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    for f in paths:
+    for f in [path] if path.is_file() else _data_files(path):
         st = f.stat()
         rel = f.name if f == path else f.relative_to(path).as_posix()
         h.update(f"{rel}\0{st.st_size}\0".encode())
         files, size = files + 1, size + st.st_size
         if f.suffix.lower() in _HASHED_SUFFIXES and st.st_size <= _HASHED_MAX_BYTES:
-            h.update(hashlib.sha256(f.read_bytes()).digest())
+            with f.open("rb") as fh:
+                h.update(hashlib.file_digest(fh, "sha256").digest())
     return {"sha256": h.hexdigest(), "files": files, "bytes": size}
 
 

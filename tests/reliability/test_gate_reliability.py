@@ -384,3 +384,85 @@ def test_unreadable_baseline_is_a_usage_error(pytester: pytest.Pytester, content
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert f"--faith-baseline: {bad}: {message}" in result.stderr.str()
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+# -- found in review: each of these failed before its fix ------------------------------------------------
+def test_worker_dying_in_teardown_keeps_the_recorded_results(pytester: pytest.Pytester) -> None:
+    """xdist reports a crash against the test still pending, which may already have recorded: its
+    results stay, marked crashed (they were replaced by an empty record)."""
+    pytester.makepyfile(test_crash="""
+        import os
+
+        import pytest
+
+        @pytest.fixture(scope="session")
+        def dies_at_teardown():
+            yield
+            os._exit(1)
+
+        def test_rec(faith, dies_at_teardown):
+            faith.metric("m", 0.5)
+    """)
+    result = pytester.runpytest_subprocess(*PLUGINS, "-p", "xdist", "-n", "1")
+    assert result.ret != 0
+    sc = _card(pytester.path / "faith-report" / "scorecard.json")
+    (rec,) = sc["tests"]
+    assert rec["outcome"] == "crashed" and [r["value"] for r in rec["results"]] == [0.5]
+    assert sc["status"] == "incomplete"
+
+
+def test_one_key_twice_under_xdist_is_exit_4_not_an_internal_error(pytester: pytest.Pytester) -> None:
+    for folder in ("a", "b"):
+        (pytester.path / folder).mkdir()
+        (pytester.path / folder / "test_same.py").write_text("def test_x(faith):\n    faith.metric('m', 1)\n")
+    result = pytester.runpytest_subprocess(*PLUGINS, "-p", "xdist", "-n", "1", "--import-mode=importlib")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    out = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in out
+    assert "have the same result key 'test_same.py::test_x'" in out
+
+
+def test_a_gate_with_no_recorded_test_fails(pytester: pytest.Pytester) -> None:
+    _setup(pytester)
+    base = _baseline(pytester)
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    result = _run(pytester, "test_plain.py", "--faith-baseline", str(base))
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["FAIL: no test of this run recorded results, so none of the baseline's 2 "
+                                 "result(s) was compared; pass --faith-allow-missing if this selection is "
+                                 "intended; exit status 1"])
+    assert _run(pytester, "test_plain.py", "--faith-baseline", str(base), "--faith-allow-missing").ret == 0
+
+
+def test_the_baseline_cannot_be_this_runs_report(pytester: pytest.Pytester) -> None:
+    _setup(pytester)
+    assert _run(pytester).ret == 0
+    result = _run(pytester, "--faith-baseline", "faith-report")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert (f"--faith-baseline {pytester.path / 'faith-report' / 'scorecard.json'} is this run's own report "
+            "(--faith-report): keep the baseline in another folder") in result.stderr.str()
+
+
+def test_an_incomplete_baseline_is_named(pytester: pytest.Pytester) -> None:
+    _setup(pytester)
+    base = _baseline(pytester)
+    card = _card(base)
+    base.write_text(json.dumps({**card, "status": "interrupted"}))
+    result = _run(pytester, "--faith-baseline", str(base))
+    result.stdout.fnmatch_lines([f"warning: the baseline {base} is a 'interrupted' run, not a complete one: "
+                                 "only what it recorded is compared"])
+
+
+def test_dataset_digest_follows_linked_folders(tmp_path: Path) -> None:
+    """A data folder whose annotations/ is a symlink digested to the hash of nothing: two different
+    datasets laid out so compared as equal."""
+    for name, text in (("one", '{"a": 1}'), ("two", '{"a": 2}')):
+        (tmp_path / name / "ann").mkdir(parents=True)
+        (tmp_path / name / "ann" / "captions.json").write_text(text)
+        (tmp_path / f"data-{name}").mkdir()
+        (tmp_path / f"data-{name}" / "annotations").symlink_to(tmp_path / name / "ann")
+        (tmp_path / f"data-{name}" / ".DS_Store").write_text(name)  # not data
+    (tmp_path / "data-one" / "loop").symlink_to(tmp_path / "data-one")  # walked once, never forever
+    one, two = dataset_digest(tmp_path / "data-one"), dataset_digest(tmp_path / "data-two")
+    assert one["files"] == two["files"] == 1
+    assert one["sha256"] != two["sha256"]

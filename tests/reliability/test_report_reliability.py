@@ -335,3 +335,18 @@ def test_summary_shows_undefined_ci_and_coverage_failure() -> None:
         "verdict) [coverage rule from t.toml]"
     )
     assert lines[-1] == "report: (not written)"
+
+
+def test_invalid_kinds_out_of_one_total_add_up() -> None:
+    """30% missing images and 30% unparseable answers leave 40% valid: below 0.5, although each kind
+    alone leaves 70% (the rule read each kind on its own)."""
+    from faithtests.scorecard.coverage import coverage_problem
+    from faithtests.scorecard.model import InvalidCount, MetricResult
+    from faithtests.scorecard.thresholds import CoverageRule
+
+    r = MetricResult("flip", "t.py::t", "PR", 0.9, model="clip", n=40, op=">=", threshold=0.7)
+    invalid = [InvalidCount("missing image", 30, total=100, model="clip"),
+               InvalidCount("unparseable answer", 30, total=100, model="clip")]
+    why = coverage_problem(r, invalid, CoverageRule(min_valid_fraction=0.5, min_n=10, source="F"))
+    assert why == ("only 40 of 100 inputs valid (40.0%; 30 missing image + 30 unparseable answer) "
+                   "< min_valid_fraction 0.5 [coverage rule from F]")

@@ -97,7 +97,20 @@ def test_unpaired_and_point_bases() -> None:
     # a small overlap (two data seeds) is not paired: the unpaired CI is used
     x, y = _sc(0.5, {"a": 1.0, "x": 0.0}, ci=(0.2, 0.8)), _sc(0.5, {"a": 1.0, "y": 0.0}, ci=(0.2, 0.8))
     (o,) = compare(y, x, gate="ci").deltas
-    assert o.basis == "unpaired" and o.paired is not None and o.paired.n == 1
+    # no paired counts on what was not paired
+    assert o.basis == "unpaired" and o.paired is None and not o.moved
+
+
+def test_a_shared_subset_moving_against_the_whole_metric_is_no_verdict() -> None:
+    """Partial overlap: 100 shared items all 1 plus 60 baseline-only 0s (0.625), against the 100 shared
+    with 10 turned to 0 (0.9): the whole metric improved, the shared items regressed. The paired CI
+    alone would call a regression; the verdict is 'within noise' instead."""
+    shared = {f"s{i}": 1.0 for i in range(100)}
+    base_items = {**shared, **{f"b{i}": 0.0 for i in range(60)}}
+    cur_items = {**shared, **{f"s{i}": 0.0 for i in range(10)}}
+    (d,) = compare(_sc(0.9, cur_items), _sc(0.625, base_items), gate="ci").deltas
+    assert d.basis == "paired" and d.delta_ci is not None and d.delta_ci[1] < 0
+    assert d.status == "within noise" and d.ci_status == "within noise"
 
 
 def test_compare_rejects_an_unknown_gate() -> None:
