@@ -28,7 +28,7 @@ from faithtests.protocols.lgip.fixtures import (
 )
 from faithtests.protocols.lgip.flips import count_change
 from faithtests.protocols.lgip.metrics import FlipStats, flip_summary
-from faithtests.protocols.lgip.perturb import pair_keys
+from faithtests.protocols.lgip.perturb import pair_id, pair_keys
 from faithtests.protocols.lgip.strength import (
     STRENGTH_BINS,
     BinScheme,
@@ -107,7 +107,7 @@ def test_flip_positive_rate(faith: Faith, flip_scored: Scored, flip_case: str, f
                 for t in sorted(summary.by_type)],
         )], y_label="PR (higher is better)")
         faith.items("flip_preferred_original", {
-            f"{p.image_id}|{p.caption_id}|{p.perturbed}": bool(scored.base[i] > scored.perturbed[i])
+            pair_id(p): bool(scored.base[i] > scored.perturbed[i])
             for p, i in zip(pairs, idx, strict=True)})
     wrong = idx[scored.perturbed[idx] >= scored.base[idx]]
     order = np.argsort(-(scored.perturbed[wrong] - scored.base[wrong]))[:4]

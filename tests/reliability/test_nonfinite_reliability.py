@@ -78,7 +78,7 @@ def expected_broken(word: str) -> tuple[list[str], int, int, list[str], int]:
     """Item ids of the world's paraphrase + unrelated-caption pairs that hold ``word`` in either caption,
     their total, the paraphrase pairs without it, then the same ids and total of its flip pairs
     (independent of the suites' screening)."""
-    from faithtests.protocols.lgip.fixtures import pair_id
+    from faithtests.protocols.lgip.perturb import pair_id
     from faithtests.protocols.lgip.separation import unrelated_pairs
     from faithtests.protocols.lgip.sources import world_workload
 

@@ -277,9 +277,6 @@ def record_missing(faith: Any, scored: Scored) -> None:
                   examples=[str(m.path) for m in wl.missing[:5]])
 
 
-def pair_id(p: Any) -> str:
-    """An LGIP pair's item id in the scorecard: ``image|caption|perturbed caption``."""
-    return f"{p.image_id}|{p.caption_id}|{p.perturbed}"
 
 
 
@@ -295,6 +292,8 @@ def finite_invariance(faith: Any, scored: Scored, idx: Any,
     """:func:`finite_pairs` of the paraphrase pairs ``idx`` and of the unrelated-caption pairs, screened
     together so the scorecard counts them once (one 'non-finite score' entry per test)."""
     import numpy as np
+
+    from faithtests.protocols.lgip.perturb import pair_id
 
     idx = np.asarray(idx, dtype=int)
     unrel = unrel or Unrelated((), np.zeros(0), np.zeros(0))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -154,13 +154,29 @@ class PerturbationPair:
     rule: str
 
 
+class PairLike(Protocol):
+    """What names a pair: a PerturbationPair, or separation's UnrelatedPair."""
+
+    @property
+    def image_id(self) -> str: ...
+    @property
+    def caption_id(self) -> str: ...
+    @property
+    def perturbed(self) -> str: ...
+
+
+def pair_id(p: PairLike) -> str:
+    """A pair's item id in the scorecard: ``image|caption id|perturbed text``."""
+    return f"{p.image_id}|{p.caption_id}|{p.perturbed}"
+
+
 def pair_keys(pairs: Sequence[PerturbationPair]) -> list[str]:
-    """Item ids that match across runs (the paired regression gate): ``image|caption id|perturbed text``,
-    ``#k`` appended on the k-th repeat so that every pair keeps its own id."""
+    """Item ids that match across runs (the paired regression gate): :func:`pair_id`, with ``#k``
+    appended on the k-th repeat so that every pair keeps its own id."""
     seen: dict[str, int] = {}
     out = []
     for p in pairs:
-        key = f"{p.image_id}|{p.caption_id}|{p.perturbed}"
+        key = pair_id(p)
         out.append(key + (f"#{seen[key]}" if key in seen else ""))
         seen[key] = seen.get(key, 0) + 1
     return out
