@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 import types
@@ -23,6 +24,7 @@ PR = { op = ">=", value = 0.80, family = { siglip = 0.45 } }
 # A suite whose PR comes from a fixed hit array (values.json, so a run can be re-seeded with a regression).
 FLIP_SUITE = """
 import json
+import os
 import pathlib
 
 import numpy as np
@@ -310,14 +312,18 @@ def test_interrupted_run_writes_partial_scorecard_atomically(pytester: pytest.Py
     report.mkdir()
     old = report / "scorecard.json"
     old.write_text('{"schema_version": 1, "status": "complete", "tests": [{"test": "old", "suite": "s"}]}')
-    old_inode = old.stat().st_ino
+    # A hard link keeps the old inode alive, so the filesystem cannot give its number to the new file (it did
+    # once in CI); a rename leaves the link with the old text, an in-place rewrite would change it.
+    kept = pytester.path / "old-scorecard.json"
+    os.link(old, kept)
+    old_text = old.read_text()
     base = pytester.path / "base.json"
     result = _run(pytester, "--faith-baseline", str(base), "--faith-update-baseline", no_reraise_ctrlc=True)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     sc = _scorecard(pytester)
     assert sc["status"] == "interrupted"
     assert [t["test"] for t in sc["tests"]] == ["test_stop.py::test_a"]
-    assert old.stat().st_ino != old_inode  # replaced by rename, not rewritten in place
+    assert kept.read_text() == old_text and not os.path.samefile(old, kept)  # renamed over, not rewritten
     assert sorted(p.name for p in report.iterdir()) == ["scorecard.html", "scorecard.json"]  # no temp files
     assert not base.exists() and "baseline NOT updated (run interrupted)" in result.stdout.str()
 
