@@ -97,6 +97,13 @@ def paired_bootstrap_ci(
     return bootstrap_ci(xa - xb, n_resamples=n_resamples, level=level, seed=seed)
 
 
+def _resampled_totals(sums: FloatArray, idx: NDArray[np.int64]) -> FloatArray:
+    """Column totals of each resample, ``sums[idx[r]].sum(axis=0)`` for every row r of ``idx`` [R, k]:
+    [R, m]. One contiguous gather per column: the same draws as gathering [R, k, m] at once, several
+    times faster (that strided gather was most of a warm suite run's metric time)."""
+    return np.stack([np.take(sums[:, j], idx).sum(axis=1) for j in range(sums.shape[1])], axis=1)
+
+
 def cluster_bootstrap_ci(
     values: ArrayLike,
     clusters: Sequence[object],
@@ -123,7 +130,8 @@ def cluster_bootstrap_ci(
     counts = np.bincount(inverse, minlength=k).astype(np.float64)
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, k, size=(n_resamples, k))
-    stats = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+    totals = _resampled_totals(np.stack([sums, counts], axis=1), idx)
+    stats = totals[:, 0] / totals[:, 1]
     alpha = (1.0 - level) / 2.0
     lo, hi = np.quantile(stats, [alpha, 1.0 - alpha])
     return float(lo), float(hi)
@@ -164,7 +172,7 @@ def cluster_bootstrap_sums_ci(
     np.add.at(sums, inverse, x)
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, k, size=(n_resamples, k))
-    totals = sums[idx].sum(axis=1)
+    totals = _resampled_totals(sums, idx)
     with np.errstate(divide="ignore", invalid="ignore"):
         stats = np.asarray(statistic(totals), dtype=np.float64)
     stats = stats[np.isfinite(stats)]

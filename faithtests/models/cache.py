@@ -33,6 +33,22 @@ def image_key(image: Image.Image) -> str:
     return h.hexdigest()
 
 
+class ImageKeys:
+    """:func:`image_key` memoised by object identity for one call: a batch holds the same image object in
+    many prompts (one image, many captions), and hashing its pixels each time was a warm run's largest
+    key cost. Ids are unique while the call holds the images; never reuse one across calls (an image may
+    be edited in place in between)."""
+
+    def __init__(self) -> None:
+        self._keys: dict[int, tuple[Image.Image, str]] = {}  # the image is kept so its id is not reused
+
+    def __call__(self, image: Image.Image) -> str:
+        got = self._keys.get(id(image))
+        if got is None:
+            got = self._keys[id(image)] = (image, image_key(image))
+        return got[1]
+
+
 def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

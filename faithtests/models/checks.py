@@ -13,6 +13,8 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import json
+import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +79,19 @@ def safetensors_shapes(spec: str, path: Path) -> dict[str, list[int]]:
         raise CheckpointError(f"{spec}: weights file {path} is truncated: its header declares "
                               f"{8 + length + end} bytes, the file has {size}")
     return shapes
+
+
+def header_parameter_count(paths: Sequence[Path]) -> int | None:
+    """Elements of every tensor in the ``.safetensors`` files among ``paths`` (folders one level), read
+    from their headers without loading a weight; None when any weight file there is not safetensors
+    (or there is none). A tied weight is stored once, as ``parameters()`` counts it once."""
+    files: list[Path] = []
+    for p in paths:
+        files += sorted(f for f in p.iterdir() if f.is_file()) if p.is_dir() else [p]
+    weights = [f for f in files if f.suffix in (".safetensors", ".bin", ".pth", ".pt")]
+    if not weights or any(f.suffix != ".safetensors" for f in weights):
+        return None
+    return sum(math.prod(shape) for f in weights for shape in safetensors_shapes(str(f), f).values())
 
 
 def check_weights_file(spec: str, path: Path) -> None:

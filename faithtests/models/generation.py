@@ -1,5 +1,6 @@
 """Greedy generation for :class:`~faithtests.models.hf_vlm.HFVisionLanguageModel`: plain, and contrastive
-against one auxiliary prompt per row (``Hooks.contrast``, SPD-Faith Eq. 7 / 24).
+against one auxiliary prompt per row (``Hooks.contrast``, SPD-Faith Eq. 7 / 24); and the hooked forwards
+that capture the answer query's attention rows (:func:`captured_rows`).
 
 Both go through ``model.generate`` on left-padded batches, with the attention modifiers, MLP scales and
 FFN modifiers of the call's hooks active, and return the decoded new tokens.
@@ -24,8 +25,8 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 import torch
-from torch import nn
 
+from faithtests.models.attention_rows import AttentionRow, split_rows
 from faithtests.models.hooks import AttentionContext, attention_context, register_attention, residual_hooks
 from faithtests.models.interfaces import Hooks, Prompt
 from faithtests.models.prefix import ForwardRunner
@@ -35,11 +36,19 @@ from faithtests.models.prompting import EncodedBatch
 class GenerationHost(Protocol):
     """What the generation loop needs of an adapter (``HFVisionLanguageModel`` satisfies it)."""
 
-    model: Any
-    layers: nn.ModuleList
-    processor: Any
     batch_size: int
-    runner: ForwardRunner
+
+    @property
+    def model(self) -> Any: ...
+
+    @property
+    def layers(self) -> Any: ...
+
+    @property
+    def processor(self) -> Any: ...
+
+    @property
+    def runner(self) -> ForwardRunner: ...
 
     def encode(self, prompts: Sequence[Prompt], padding_side: str = "right") -> EncodedBatch: ...
 
@@ -134,3 +143,25 @@ def greedy_texts(
             for r, seq in zip(rows, new, strict=True):
                 texts[r] = tok.decode(seq, skip_special_tokens=True).strip()
     return [texts[i] for i in range(len(prompts))]
+
+
+@torch.inference_mode()
+def captured_rows(host: GenerationHost, prompts: Sequence[Prompt], hooks: Hooks | None) -> list[AttentionRow]:
+    """The answer query's attention weights of every layer (after any modifier), one row per prompt:
+    one forward per batch of one kind (image or text-only) with the capture installed."""
+    out: list[AttentionRow] = []
+    layers = len(host.layers)
+    for start in range(0, len(prompts), host.batch_size):
+        for run in kind_runs(prompts, start, min(start + host.batch_size, len(prompts))):
+            enc = host.encode([prompts[i] for i in run])
+            ctx = AttentionContext(
+                modifiers=dict(hooks.attention) if hooks else {}, spans=enc.spans,
+                capture_rows=torch.tensor([n - 1 for n in enc.lengths]),
+            )
+            with attention_context(ctx), residual_hooks(host.layers, hooks):
+                host.model(**host.runner.to_device(enc.inputs), logits_to_keep=1, use_cache=False)
+            missing = [i for i in range(layers) if i not in ctx.captured]
+            if missing:
+                raise RuntimeError(f"no attention captured for layers {missing}")
+            out += split_rows([ctx.captured[i] for i in range(layers)], enc.spans)
+    return out

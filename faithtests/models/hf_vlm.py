@@ -21,40 +21,38 @@ Conventions (documented choices):
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from faithtests.models.attention_rows import ATTENTION_CODEC, AttentionRow, assemble, split_rows
-from faithtests.models.cache import checkpoint_sha256, content_sha256, image_key
-from faithtests.models.generation import contrast_aux, greedy_texts, kind_runs
+from faithtests.models.attention_rows import ATTENTION_CODEC, AttentionRow, assemble
+from faithtests.models.cache import checkpoint_sha256, content_sha256, text_key
+from faithtests.models.checks import header_parameter_count
+from faithtests.models.generation import captured_rows, contrast_aux, greedy_texts
+from faithtests.models.hf_loading import LoadedVLM, describe_vlm, load_vlm
 from faithtests.models.hooks import (
-    AttentionContext,
-    attention_context,
     refuse_contrast,
-    register_attention,
-    residual_hooks,
 )
 from faithtests.models.interfaces import Attentions, Decision, Hooks, Prompt
 from faithtests.models.prefix import ForwardRunner, Reduce
+from faithtests.models.prompt_keys import caption_keys, check_prompts, image_groups, prompt_keys
 from faithtests.models.prompting import (
     EncodedBatch,
     encode_batch,
     encode_with_answers,
-    image_token_id,
     option_token_ids,
 )
 from faithtests.models.store import (
     ARRAY_CODEC,
     TEXT_CODEC,
     OutputStore,
-    digest,
     hooks_key,
     model_namespace,
 )
-from faithtests.models.truncation import TruncationCounter, known_limit
+from faithtests.models.truncation import TruncationCounter, hf_lengths, known_limit
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -63,21 +61,17 @@ if TYPE_CHECKING:
 DEFAULT_INSTRUCTION = "Describe the image."
 
 
-def prompt_key(prompt: Prompt) -> str:
-    """Content digest of a prompt: its images' pixels, its text and description."""
-    return digest([[image_key(im) for im in prompt.images], prompt.text, prompt.description])
-
-
-def _check_prompts(prompts: Sequence[Prompt]) -> None:
-    if not prompts:
-        raise ValueError("no prompts given")
-    for i, p in enumerate(prompts):
-        if not isinstance(p, Prompt):
-            raise TypeError(f"prompt {i} is {type(p).__name__}, expected faithtests Prompt")
-
-
 class HFVisionLanguageModel:
-    """A loaded image-text-to-text model; construct through :func:`faithtests.models.registry.load_model`."""
+    """A loaded image-text-to-text model; construct through :func:`faithtests.models.registry.load_model`.
+
+    The weights and processor are loaded in the constructor; :meth:`from_store` defers them when the
+    run's ``--faith-cache`` store holds the description this adapter stored when it last loaded this exact
+    checkpoint (same files, adapter, dtype, device, options and library versions: layers, image token,
+    context, type): then nothing is loaded until a call needs a row the store lacks. A re-run on a warm
+    cache so never imports the processor stack or reads the weights, and a model that cannot load still
+    fails at its fixture (nothing was stored for it). Safetensors weights only (the thread policy sizes a
+    deferred model from their headers).
+    """
 
     def __init__(
         self,
@@ -92,39 +86,102 @@ class HFVisionLanguageModel:
         answer_prefix: str = "",
         device_map: str | None = None,
     ) -> None:
-        from transformers import AutoModelForImageTextToText, AutoProcessor
+        self._setup(spec, path, device, dtype, batch_size=batch_size, local_files_only=local_files_only,
+                    prefix_cache=prefix_cache, answer_prefix=answer_prefix, device_map=device_map)
+        self._finish(describe_vlm(self._load().model))
 
+    @classmethod
+    def from_store(cls, spec: str, path: str, *, store: OutputStore, device: torch.device,
+                   dtype: torch.dtype, **options: Any) -> HFVisionLanguageModel | None:
+        """The adapter with nothing loaded yet, or None when ``store`` holds no description of this
+        checkpoint under these settings (or its weights are not safetensors): load it the usual way."""
+        self = cls.__new__(cls)
+        self._setup(spec, path, device, dtype, **options)
+        sized = header_parameter_count(self._files) is not None
+        meta = store.description(self._namespace()) if sized else None
+        if meta is None:
+            return None
+        self._finish(meta)
+        return self
+
+    def _setup(self, spec: str, path: str, device: torch.device, dtype: torch.dtype, *, batch_size: int = 16,
+               local_files_only: bool = True, prefix_cache: bool = True, answer_prefix: str = "",
+               device_map: str | None = None) -> None:
         self.spec = spec
         self.device = device
         self.dtype = dtype
         self.batch_size = batch_size
         self.prefix_cache = prefix_cache
         self.answer_prefix = answer_prefix
-        auto_processor: Any = AutoProcessor  # transformers' loaders are untyped
-        self.processor = auto_processor.from_pretrained(path, local_files_only=local_files_only)
-        # device_map (``--faith-device-map``): accelerate places the layers; inputs go to the first device
-        placement = {"device_map": device_map} if device_map else {}
-        model: Any = AutoModelForImageTextToText.from_pretrained(
-            path, dtype=dtype, local_files_only=local_files_only, **placement
-        )
-        # Text model only: the vision tower keeps its implementation (no hooks there).
-        model.set_attn_implementation({"text_config": register_attention()})
-        self.model = (model if device_map else model.to(device)).eval()
-        if device_map:
-            self.device = device = model.get_input_embeddings().weight.device
-        self.config = self.model.config
-        self.layers = self.model.get_decoder().layers
-        self.num_layers = len(self.layers)
-        self.image_token = image_token_id(self.config)
-        self.runner = ForwardRunner(self.model, self.layers, device, dtype)
+        self._path, self._local_only, self._device_map = path, local_files_only, device_map
+        self._heavy: LoadedVLM | None = None
+        self._meta: dict[str, Any] | None = None
         self._files = [Path(path)] if Path(path).is_dir() else []
         self._sha: dict[str, str] | None = None
         self.store: OutputStore | None = None
         self.store_namespace: str | None = None
+
+    def _finish(self, meta: dict[str, Any]) -> None:
+        self._meta = meta
+        self.num_layers = int(meta["num_layers"])
+        self.image_token = int(meta["image_token"])
         # captions the VLM scorer saw that are longer than the language model's context (never cut: counted)
-        text_config = getattr(self.config, "text_config", self.config)
-        self.caption_truncation = TruncationCounter(
-            "caption", known_limit(getattr(text_config, "max_position_embeddings", None)))
+        self.caption_truncation = TruncationCounter("caption", known_limit(meta["context"]))
+
+    def _load(self) -> LoadedVLM:
+        """Load the processor and the weights (once); a deferred adapter checks they are what it was told."""
+        if self._heavy is None:
+            heavy = load_vlm(self._path, self.dtype, self.device, self._local_only, self._device_map)
+            if self._meta is not None and describe_vlm(heavy.model) != self._meta:
+                raise RuntimeError(f"{self.spec}: the loaded model is not the one described in the output "
+                                   f"cache ({describe_vlm(heavy.model)} vs {self._meta}); delete the cache "
+                                   "directory")
+            self._heavy, self.device = heavy, heavy.device
+        return self._heavy
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """What the adapter read off the model (layers, image token, context, type): see ``_describe``."""
+        assert self._meta is not None, "constructed through __init__ or from_store"
+        return self._meta
+
+    @property
+    def config(self) -> Any:
+        return self._load().model.config
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the weights are in memory (False while a warm cache has answered every call)."""
+        return self._heavy is not None
+
+    @property
+    def processor(self) -> Any:
+        return self._load().processor
+
+    @property
+    def model(self) -> Any:
+        return self._load().model
+
+    @property
+    def layers(self) -> Any:
+        return self._load().layers
+
+    @property
+    def runner(self) -> ForwardRunner:
+        return self._load().runner
+
+    def _namespace(self) -> str | None:
+        return model_namespace(content_sha256(self._files), type(self).__name__, self.dtype, self.device,
+                               {"answer_prefix": self.answer_prefix})
+
+    def num_parameters(self) -> int | None:
+        """Parameter count (the thread policy's model size): from the safetensors headers when the
+        weights are safetensors (loaded or not, so a deferred model is sized as a loaded one), else
+        counted on the loaded module."""
+        counted = header_parameter_count(self._files)
+        if counted is None and self._heavy is not None:
+            counted = int(sum(p.numel() for p in self._heavy.model.parameters()))
+        return counted
 
     def truncation_info(self) -> dict[str, dict[str, Any]]:
         """Captions scored through :class:`~faithtests.models.vlm_scorer.VLMScorer` beyond the context."""
@@ -135,8 +192,9 @@ class HFVisionLanguageModel:
         logits and states, caption log-probs, answer log-probs, next-token logits, attentions and
         generations."""
         self.store = store
-        self.store_namespace = model_namespace(content_sha256(self._files), type(self).__name__, self.dtype,
-                                         self.device, {"answer_prefix": self.answer_prefix})
+        self.store_namespace = self._namespace()
+        if self._heavy is not None:
+            store.describe(self.store_namespace, self.meta)
 
     def _stored(self, kind: str, hooks: Hooks | None, n: int, key: Callable[[int], str],
                 compute: Callable[[list[int]], list[Any]], codec: Any = ARRAY_CODEC) -> list[Any]:
@@ -153,31 +211,6 @@ class HFVisionLanguageModel:
     def encode(self, prompts: Sequence[Prompt], padding_side: str = "right") -> EncodedBatch:
         return encode_batch(self.processor, self.config, prompts, padding_side)
 
-    def _groups(self, prompts: Sequence[Prompt], share: bool) -> list[tuple[list[int], bool]]:
-        """Row-index batches (at most ``batch_size``), each flagged whether it may share a prefix.
-
-        Rows with the same images (content hash) batch together; leftover single rows are pooled by
-        whether they carry images (a processor call takes all-image or all-text batches)."""
-        by_images: dict[tuple[str, ...], list[int]] = {}
-        for i, p in enumerate(prompts):
-            by_images.setdefault(tuple(image_key(im) for im in p.images), []).append(i)
-        batches: list[tuple[list[int], bool]] = []
-        singles: dict[bool, list[int]] = {True: [], False: []}
-        for rows in by_images.values():
-            if share and len(rows) > 1:
-                for s in range(0, len(rows), self.batch_size):
-                    chunk = rows[s : s + self.batch_size]
-                    if len(chunk) > 1:
-                        batches.append((chunk, True))
-                    else:
-                        singles[bool(prompts[chunk[0]].images)].extend(chunk)
-            else:
-                for r in rows:
-                    singles[bool(prompts[r].images)].extend([r])
-        for rows in singles.values():
-            batches += [(rows[s : s + self.batch_size], False) for s in range(0, len(rows), self.batch_size)]
-        return batches
-
     def _run(
         self,
         prompts: Sequence[Prompt],
@@ -188,7 +221,7 @@ class HFVisionLanguageModel:
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Run all prompts in batches; ``encode_rows(rows) -> (batch, wanted positions per row)`` defaults
         to the rendered prompts and their last positions. Results come back in prompt order."""
-        _check_prompts(prompts)
+        check_prompts(prompts)
 
         def default(rows: list[int]) -> tuple[EncodedBatch, list[list[int]]]:
             enc = self.encode([prompts[r] for r in rows])
@@ -198,7 +231,7 @@ class HFVisionLanguageModel:
         share = self.prefix_cache and not (hooks is not None and hooks.attention)
         outs: dict[int, torch.Tensor] = {}
         states: dict[int, torch.Tensor] = {}
-        for rows, shareable in self._groups(prompts, share):
+        for rows, shareable in image_groups(prompts, self.batch_size, share):
             enc, pos = encode(rows)
             state_rows = [n - 1 for n in enc.lengths] if want_states else None
             result = None
@@ -222,11 +255,12 @@ class HFVisionLanguageModel:
     ) -> Decision:
         """Option logits [N, K] (after the logit adjuster, if any) and pre-answer states [L, N, D]."""
         refuse_contrast(hooks, "decide")
-        ids = option_token_ids(self.processor.tokenizer, options, self.answer_prefix) if options else []
-        index = torch.tensor(ids, dtype=torch.long)
 
         def reduce(logits: torch.Tensor, _valid: torch.Tensor, _targets: torch.Tensor) -> torch.Tensor:
-            return logits[:, 0, index.to(logits.device)]
+            # (only computed on a miss: stored rows were made with these option tokens, which the store's
+            # namespace pins through the tokenizer files' digests)
+            ids = option_token_ids(self.processor.tokenizer, options, self.answer_prefix) if options else []
+            return logits[:, 0, torch.tensor(ids, dtype=torch.long, device=logits.device)]
 
         def compute(rows: list[int]) -> list[torch.Tensor]:
             lg, st = self._run([prompts[r] for r in rows], reduce, True, hooks)
@@ -235,10 +269,10 @@ class HFVisionLanguageModel:
             return [torch.cat([lg[j].float().flatten(), st[:, j].float().flatten()]).cpu()
                     for j in range(len(rows))]
 
-        _check_prompts(prompts)
+        check_prompts(prompts)
         flat = torch.stack(self._stored(f"decide{tuple(options)}", hooks, len(prompts),
-                                        lambda i: prompt_key(prompts[i]), compute))
-        k = len(ids)
+                                        prompt_keys(prompts), compute))
+        k = len(options)
         logits = flat[:, :k]
         states = flat[:, k:].reshape(len(prompts), self.num_layers, -1).transpose(0, 1)
         if hooks is not None and hooks.logit_adjuster is not None and options:
@@ -267,8 +301,8 @@ class HFVisionLanguageModel:
         def compute(rows: list[int]) -> list[torch.Tensor]:
             return list(self._run([prompts[r] for r in rows], reduce, False, hooks)[0].float().cpu())
 
-        _check_prompts(prompts)
-        return torch.stack(self._stored("next_token", hooks, len(prompts), lambda i: prompt_key(prompts[i]),
+        check_prompts(prompts)
+        return torch.stack(self._stored("next_token", hooks, len(prompts), prompt_keys(prompts),
                                         compute))
 
     def caption_logprob(
@@ -299,7 +333,7 @@ class HFVisionLanguageModel:
             return list(self._run(sub, reduce, False, None, encode_sub)[0].float().cpu())
 
         return torch.stack(self._stored("caption_logprob", None, len(prompts),
-                                        lambda i: digest([prompt_key(prompts[i]), captions[i]]), compute))
+                                        caption_keys(prompts, captions), compute))
 
     def answer_logprob(
         self, prompts: Sequence[Prompt], answers: Sequence[str], hooks: Hooks | None = None
@@ -313,7 +347,7 @@ class HFVisionLanguageModel:
         if any(not a.strip() for a in answers):
             raise ValueError(f"answer_logprob: empty answer in {list(answers)}")
         refuse_contrast(hooks, "answer_logprob")
-        _check_prompts(prompts)
+        check_prompts(prompts)
         k = len(answers)
         pairs = [(i, a) for i in range(len(prompts)) for a in answers]
         rows_prompts = [prompts[i] for i, _ in pairs]
@@ -336,34 +370,18 @@ class HFVisionLanguageModel:
             return list(out.reshape(len(rows), k))
 
         return torch.stack(self._stored(f"answer_logprob{tuple(answers)}", hooks, len(prompts),
-                                        lambda i: prompt_key(prompts[i]), compute))
+                                        prompt_keys(prompts), compute))
 
     def attentions(self, prompts: Sequence[Prompt], hooks: Hooks | None = None) -> Attentions:
         """Per layer, the answer query's attention weights [N, heads, keys] (after any modifier), with the
         spans of each row; rows shorter than the longest are zero-padded on the right. Stored per row."""
-        _check_prompts(prompts)
+        check_prompts(prompts)
         refuse_contrast(hooks, "attentions")
 
-        @torch.inference_mode()
         def compute(rows: list[int]) -> list[AttentionRow]:
-            out: list[AttentionRow] = []
-            todo = [prompts[r] for r in rows]
-            for start in range(0, len(todo), self.batch_size):
-                for run in kind_runs(todo, start, min(start + self.batch_size, len(todo))):
-                    enc = self.encode([todo[i] for i in run])
-                    ctx = AttentionContext(
-                        modifiers=dict(hooks.attention) if hooks else {}, spans=enc.spans,
-                        capture_rows=torch.tensor([n - 1 for n in enc.lengths]),
-                    )
-                    with attention_context(ctx), residual_hooks(self.layers, hooks):
-                        self.model(**self.runner.to_device(enc.inputs), logits_to_keep=1, use_cache=False)
-                    missing = [i for i in range(self.num_layers) if i not in ctx.captured]
-                    if missing:
-                        raise RuntimeError(f"no attention captured for layers {missing}")
-                    out += split_rows([ctx.captured[i] for i in range(self.num_layers)], enc.spans)
-            return out
+            return captured_rows(self, [prompts[r] for r in rows], hooks)
 
-        return assemble(self._stored("attentions", hooks, len(prompts), lambda i: prompt_key(prompts[i]),
+        return assemble(self._stored("attentions", hooks, len(prompts), prompt_keys(prompts),
                                      compute, ATTENTION_CODEC))
 
     def generate(
@@ -371,18 +389,15 @@ class HFVisionLanguageModel:
     ) -> list[str]:
         """Greedy decoding; with ``hooks.contrast``, contrastive against its auxiliary prompts (Eq. 7), each
         row stored under its prompt and its auxiliary prompt."""
-        _check_prompts(prompts)
+        check_prompts(prompts)
         aux = contrast_aux(hooks, len(prompts))
-
-        def key(i: int) -> str:
-            main = prompt_key(prompts[i])
-            return main if aux is None else digest([main, prompt_key(aux[i])])
 
         def compute(rows: list[int]) -> list[str]:
             sub_aux = None if aux is None else [aux[r] for r in rows]
             return greedy_texts(self, [prompts[r] for r in rows], max_new_tokens, hooks, sub_aux)
 
-        return self._stored(f"generate{max_new_tokens}", hooks, len(prompts), key, compute, TEXT_CODEC)
+        return self._stored(f"generate{max_new_tokens}", hooks, len(prompts), prompt_keys(prompts, aux),
+                            compute, TEXT_CODEC)
 
     def fingerprint(self) -> dict[str, Any]:
         if self._sha is None:
@@ -390,15 +405,45 @@ class HFVisionLanguageModel:
         return {
             "spec": self.spec,
             "kind": "vlm",
-            "family": str(self.config.model_type),
-            "architecture": type(self.model).__name__,
+            "family": str(self.meta["model_type"]),
+            "architecture": str(self.meta["architecture"]),
             "num_layers": self.num_layers,
             "dtype": str(self.dtype).removeprefix("torch."),
             "device": str(self.device),
             "checkpoint_sha256": self._sha,
         }
 
+    def caption_lengths(self, texts: Sequence[str]) -> list[int]:
+        """Token counts of ``texts`` without special tokens and before any cut (the VLM scorer's
+        truncation counts), through the store: a warm run needs no tokenizer for them."""
+        def compute(rows: list[int]) -> list[str]:
+            return [str(n) for n in hf_lengths(self.processor.tokenizer, False)([texts[r] for r in rows])]
+
+        keys = [text_key(t) for t in texts]
+        return [int(v) for v in self._stored("caption_tokens", None, len(texts), keys.__getitem__, compute,
+                                             TEXT_CODEC)]
+
+    def lens_probs(self, states: torch.Tensor, options: Sequence[str]) -> torch.Tensor:
+        """The logit lens (IMAVB Eqs. 3-4, :mod:`.lens`) of pre-answer states [L, N, D]: P_l(option
+        token) [L, N, K] through this model's final norm and unembedding, stored per row (keyed by the
+        row's state bytes), so a warm run reads it back instead of loading the model."""
+        from faithtests.models.lens import lens_probs
+
+        rows = [states[:, j].detach().float().cpu().contiguous() for j in range(states.shape[1])]
+
+        def compute(idx: list[int]) -> list[torch.Tensor]:
+            ids = option_token_ids(self.processor.tokenizer, options, self.answer_prefix)
+            probs = lens_probs(self.model, torch.stack([rows[i] for i in idx], dim=1), ids)
+            return [probs[:, j] for j in range(len(idx))]
+
+        def key(j: int) -> str:
+            return hashlib.sha256(rows[j].numpy().tobytes()).hexdigest() + f"|{tuple(rows[j].shape)}"
+
+        return torch.stack(self._stored(f"lens{tuple(options)}", None, len(rows), key, compute), dim=1)
+
     def cache_stats(self) -> dict[str, int]:
+        if self._heavy is None:
+            return {"prefix_calls": 0, "suffix_calls": 0, "full_calls": 0}
         r = self.runner
         return {"prefix_calls": r.prefix_calls, "suffix_calls": r.suffix_calls, "full_calls": r.full_calls}
 

@@ -17,16 +17,18 @@ import json
 import os
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from faithtests.models.cache import checkpoint_sha256
-from faithtests.models.checks import open_clip_dir
+from faithtests.models.checks import header_parameter_count, open_clip_dir
 from faithtests.models.errors import CheckpointError, ModelNotFoundError, ModelSpecError
 from faithtests.models.open_clip_checks import load_error, resized_pos_embeds
 from faithtests.models.scorer_base import CachedDualEncoder
+from faithtests.models.store import OutputStore
 from faithtests.models.truncation import open_clip_lengths
 
 if TYPE_CHECKING:
@@ -84,8 +86,20 @@ def _config_dir_for(config_path: Path, weights: Path, workdir: Path) -> Path:
     return workdir
 
 
+@dataclass
+class _Loaded:
+    model: Any
+    preprocess: Any
+    tokenizer: Any
+    trim_text: bool
+
+
 class OpenClipScorer(CachedDualEncoder):
-    """An open_clip model + its preprocess transform + tokenizer behind the scorer protocol."""
+    """An open_clip model + its preprocess transform + tokenizer behind the scorer protocol.
+
+    A ``local-dir:`` checkpoint whose description the run's ``--faith-cache`` store holds (``defer_to``:
+    it loaded before with these settings, :meth:`OutputStore.describe`) is loaded on the first encode the
+    store cannot answer, so a warm re-run never imports open_clip (and torchvision under it)."""
 
     def __init__(
         self,
@@ -98,20 +112,48 @@ class OpenClipScorer(CachedDualEncoder):
         allow_download: bool = False,
         cache_dir: str | None = None,
         resize_pos_embed: bool = False,
+        defer_to: OutputStore | None = None,
     ) -> None:
+        self._body, self._allow_download, self._cache_dir = body, allow_download, cache_dir
+        self._resize = resize_pos_embed
+        self._heavy: _Loaded | None = None
+        described: dict[str, Any] | None = None
+        if defer_to is not None and body.startswith("local-dir:"):
+            path = Path(body.removeprefix("local-dir:")).expanduser()
+            open_clip_dir(spec, path)  # the files are there and whole
+            self._weights, self._files, self._identity = [path], [path], ""
+            if header_parameter_count(self._weights) is not None:  # sized without loading
+                described = defer_to.description(self.namespace_for(self._files, dtype, device))
+        if described is None:
+            described = self._load_open_clip(spec, device, dtype)
+        self._description = described
+        meta: dict[str, Any] = {"family": described["family"],
+                                "checkpoint_sha256": checkpoint_sha256(self._weights)}
+        if described["resized"]:  # allowed explicitly: the fingerprint says the embeddings are not trained
+            meta["pos_embed_resized"] = described["resized"]
+        files = self._files
+        super().__init__(spec, device=device, dtype=dtype, batch_size=batch_size, meta=meta)
+        self._files = files  # (the base class starts with none)
+        if described["limit"] is not None:
+            self.truncation.limit = int(described["limit"])
+
+    def _load_open_clip(self, spec: str, device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
+        """Build the model, its transform and tokenizer; what the adapter reads off them."""
         import open_clip
 
+        body, cache_dir = self._body, self._cache_dir
         files: list[Path] = []
         weights: Path | None
         with contextlib.ExitStack() as stack:
-            stack.enter_context(hub_offline(not allow_download))
+            stack.enter_context(hub_offline(not self._allow_download))
             if body.startswith("local-dir:"):
                 path = Path(body.removeprefix("local-dir:")).expanduser()
                 config, weights = open_clip_dir(spec, path)  # never a local-dir without weights
                 name, files, described = f"local-dir:{path}", [path], str(config)
                 create_kwargs: dict[str, Any] = {}
             else:
-                name, create_kwargs, files = self._resolve_named(spec, body, allow_download, cache_dir, stack)
+                name, create_kwargs, files = self._resolve_named(spec, body, self._allow_download, cache_dir,
+                                                                 stack)
                 weights = files[0] if files else None
                 config_json = body.split("@", 1)[0]
                 described = (config_json if config_json.endswith(".json")
@@ -127,40 +169,75 @@ class OpenClipScorer(CachedDualEncoder):
                     raise
                 raise mapped from err
         resized = resized_pos_embeds(model, weights) if weights is not None else []
-        if resized and not resize_pos_embed:
+        if resized and not self._resize:
             raise CheckpointError(
                 f"{spec}: the weights {weights} do not match the sizes in {described}: {'; '.join(resized)} "
                 "(open_clip would interpolate them; fix the config's image_size / context_length, or allow "
                 "it with FAITHTESTS_RESIZE_POS_EMBED=1)")
-        self.model = model.to(device=device, dtype=dtype).eval()
-        self.preprocess = preprocess
-        self.tokenizer = tokenizer
-        # A sigmoid-loss model (SigLIP) carries a learned logit bias; its similarity scale differs from
-        # CLIP's, and the thresholds have a "siglip" family for it.
-        family = "siglip" if getattr(self.model, "logit_bias", None) is not None else "clip"
-        meta: dict[str, Any] = {"family": family, "checkpoint_sha256": checkpoint_sha256(files)}
-        if resized:  # allowed explicitly: the fingerprint says the embeddings are not the trained ones
-            meta["pos_embed_resized"] = resized
-        self._trim_text = _trimmable_text_tower(self.model)
-        super().__init__(spec, device=device, dtype=dtype, batch_size=batch_size, meta=meta)
-        lengths = open_clip_lengths(tokenizer)
-        if lengths is not None:
-            self._lengths = lengths
-            self.truncation.limit = int(getattr(tokenizer, "context_length", 0) or 77)
+        model = model.to(device=device, dtype=dtype).eval()
+        self._heavy = _Loaded(model, preprocess, tokenizer, _trimmable_text_tower(model))
+        self._lengths = open_clip_lengths(tokenizer)
         # What names the outputs besides the files: the architecture and preprocessing of a named model.
         config_json = body.split("@", 1)[0]
         is_json = config_json.endswith(".json") and not body.startswith("local-dir:")
+        self._weights = files
         self._files = files + ([Path(config_json).expanduser()] if is_json else [])
         self._identity = "" if name.startswith("local-dir:") else repr(
             (name, sorted((k, str(v)) for k, v in create_kwargs.items() if k != "pretrained")))
+        # A sigmoid-loss model (SigLIP) carries a learned logit bias; its similarity scale differs from
+        # CLIP's, and the thresholds have a "siglip" family for it.
+        family = "siglip" if getattr(model, "logit_bias", None) is not None else "clip"
+        limit = int(getattr(tokenizer, "context_length", 0) or 77) if self._lengths is not None else None
+        return {"family": family, "resized": resized, "limit": limit}
+
+    def _loaded(self) -> _Loaded:
+        if self._heavy is None:
+            described = self._load_open_clip(self.spec, self.device, self.dtype)
+            if described != self._description:
+                raise RuntimeError(f"{self.spec}: the loaded model is not the one the output cache describes "
+                                   f"({described} vs {self._description}); delete the cache directory")
+        assert self._heavy is not None
+        return self._heavy
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory (False while a warm cache has answered every encode)."""
+        return self._heavy is not None
+
+    @property
+    def model(self) -> Any:
+        return self._loaded().model
+
+    @property
+    def preprocess(self) -> Any:
+        return self._loaded().preprocess
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._loaded().tokenizer
+
+    def use_store(self, store: OutputStore, options: dict[str, Any] | None = None) -> None:
+        super().use_store(store, options)
+        if self._heavy is not None and not options:  # the description a later run defers on
+            store.describe(self.store_namespace, self._description)
+
+    def num_parameters(self) -> int | None:
+        """Parameter count (the thread policy's model size): from the safetensors header when there is
+        one (loaded or not, so a deferred model is sized as a loaded one), else counted on the module."""
+        counted = header_parameter_count(self._weights)
+        if counted is None:
+            counted = int(sum(p.numel() for p in self._loaded().model.parameters()))
+        return counted
 
     def _token_lengths(self, texts: list[str]) -> list[int]:
+        self._loaded()
+        assert self._lengths is not None  # a limit is set only when the tokenizer's lengths are known
         return self._lengths(texts)
 
     def _store_identity(self) -> str:
-        import open_clip
+        from importlib.metadata import version
 
-        return f"open_clip {open_clip.__version__} {self._identity}"
+        return f"open_clip {version('open_clip_torch')} {self._identity}"
 
     @staticmethod
     def _resolve_named(
@@ -214,14 +291,16 @@ class OpenClipScorer(CachedDualEncoder):
         return name, kwargs, [found]
 
     def _encode_image_batch(self, images: list[Image.Image]) -> torch.Tensor:
-        pixels = torch.stack([self.preprocess(im.convert("RGB")) for im in images])
-        return self.model.encode_image(pixels.to(device=self.device, dtype=self.dtype))  # type: ignore[no-any-return]
+        oc = self._loaded()
+        pixels = torch.stack([oc.preprocess(im.convert("RGB")) for im in images])
+        return oc.model.encode_image(pixels.to(device=self.device, dtype=self.dtype))  # type: ignore[no-any-return]
 
     def _encode_text_batch(self, texts: list[str]) -> torch.Tensor:
-        tokens = self.tokenizer(texts).to(self.device)
-        if self._trim_text:
-            return _encode_text_trimmed(self.model, tokens)
-        return self.model.encode_text(tokens)  # type: ignore[no-any-return]
+        oc = self._loaded()
+        tokens = oc.tokenizer(texts).to(self.device)
+        if oc.trim_text:
+            return _encode_text_trimmed(oc.model, tokens)
+        return oc.model.encode_text(tokens)  # type: ignore[no-any-return]
 
 
 def _trimmable_text_tower(model: Any) -> bool:

@@ -183,7 +183,7 @@ class PooledScorer(_Pooled):
         log-likelihood): each unique pair scored once, on the pool."""
         import torch
 
-        from faithtests.models.cache import image_key, text_key
+        from faithtests.models.cache import ImageKeys, text_key
         from faithtests.models.scorer_base import check_images, check_texts
 
         if len(images) != len(texts):
@@ -192,7 +192,8 @@ class PooledScorer(_Pooled):
             return (self.encode_images(images) * self.encode_texts(texts)).sum(dim=-1)
         check_images(images)
         check_texts(texts)
-        keys = [(image_key(im), text_key(t)) for im, t in zip(images, texts, strict=True)]
+        image_keys = ImageKeys()
+        keys = [(image_keys(im), text_key(t)) for im, t in zip(images, texts, strict=True)]
         todo: dict[tuple[str, str], int] = {}
         for i, key in enumerate(keys):
             if key not in self._pairs and key not in todo:
@@ -246,6 +247,10 @@ class PooledVLM(_Pooled):
     @property
     def processor(self) -> Any:
         return self.local(ATTRIBUTE).processor
+
+    def lens_probs(self, states: Any, options: Sequence[str]) -> Any:
+        """The logit lens, in-process (it reads the model's own norm and unembedding)."""
+        return self.local(ATTRIBUTE).lens_probs(states, options)
 
     def _local_reason(self, hooks: Hooks | None) -> str | None:
         if hooks is None:

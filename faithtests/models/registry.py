@@ -74,13 +74,23 @@ def _read_config(path_or_repo: str, local_only: bool) -> dict[str, Any]:
 
 def _load_hf(spec: str, target: str, device: torch.device, dtype: torch.dtype, allow_download: bool,
              batch_size: int, options: dict[str, Any]) -> ImageTextScorer | VisionLanguageModel:
-    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
-
     from faithtests.models.hf_dual import DUAL_MODEL_TYPES, HFDualEncoder
 
     where, local_only = hf_location(spec, target, allow_download)
     config = _read_config(where, local_only)
     model_type = str(config.get("model_type", ""))
+    store = options.pop("defer_to", None)
+    if store is not None and model_type not in DUAL_MODEL_TYPES:
+        from faithtests.models.hf_vlm import HFVisionLanguageModel
+
+        # outputs of this checkpoint are cached: nothing is imported or loaded before a miss needs it
+        deferred = HFVisionLanguageModel.from_store(spec, where, store=store, device=device, dtype=dtype,
+                                                    batch_size=batch_size, local_files_only=local_only,
+                                                    **options)
+        if deferred is not None:
+            return deferred
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+
     try:
         if model_type in DUAL_MODEL_TYPES:
             return HFDualEncoder(spec, where, device=device, dtype=dtype, batch_size=batch_size,
@@ -110,7 +120,8 @@ def load_model(
     **options: Any,
 ) -> ImageTextScorer | VisionLanguageModel:
     """Load the model a spec string names (see module doc). ``options`` go to the VLM adapter
-    (``prefix_cache``, ``answer_prefix``), except ``resize_pos_embed`` (open_clip: allow interpolating
+    (``prefix_cache``, ``answer_prefix``, ``device_map``, ``defer_to``: an output store whose rows let
+    the weights load on the first miss), except ``resize_pos_embed`` (open_clip: allow interpolating
     position embeddings whose size differs from the config's; default: ``$FAITHTESTS_RESIZE_POS_EMBED``).
 
     The spec and its files are checked first (:func:`check_spec`), so a mistake is named before
@@ -137,7 +148,8 @@ def load_model(
         from faithtests.models.open_clip_adapter import OpenClipScorer
 
         return OpenClipScorer(spec, spec.removeprefix("open_clip:"), device=dev, dtype=dt,
-                              batch_size=batch_size, allow_download=allow_download, resize_pos_embed=resize)
+                              batch_size=batch_size, allow_download=allow_download, resize_pos_embed=resize,
+                              defer_to=options.get("defer_to"))
     if spec.startswith("hf:"):
         return _load_hf(spec, spec.removeprefix("hf:"), dev, dt, allow_download, batch_size, options)
     context = {"device": dev, "dtype": dt, "batch_size": batch_size}

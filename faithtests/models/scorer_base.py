@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from faithtests.models.cache import EncodeCache, content_sha256, image_key, text_key
-from faithtests.models.store import OutputStore, model_namespace
+from faithtests.models.store import TEXT_CODEC, OutputStore, model_namespace
 from faithtests.models.truncation import TruncationCounter
 
 if TYPE_CHECKING:
@@ -62,6 +62,7 @@ class CachedDualEncoder(ABC):
         self._meta = dict(meta)
         self._files: list[Path] = []  # set by subclasses: what the persistent cache's namespace hashes
         self.store_namespace: str | None = None  # set by use_store
+        self._store: OutputStore | None = None
         # captions longer than the text context (subclasses set the limit and _token_lengths)
         self.truncation = TruncationCounter("caption")
         ns = f"{spec}|{self._meta.get('checkpoint_sha256')}|{dtype}"
@@ -102,7 +103,7 @@ class CachedDualEncoder(ABC):
     def encode_texts(self, texts: Sequence[str]) -> torch.Tensor:
         """L2-normalised text embeddings [N, D] (float32, CPU), each unique text encoded once."""
         check_texts(texts)
-        self.truncation.observe(texts, self._token_lengths)
+        self.truncation.observe(texts, self._stored_lengths)
         return self.text_cache.get(list(texts))
 
     def similarity(self, images: Sequence[Image.Image], texts: Sequence[str]) -> torch.Tensor:
@@ -115,13 +116,31 @@ class CachedDualEncoder(ABC):
         """All pairs: [len(images), len(texts)] cosines."""
         return self.encode_images(images) @ self.encode_texts(texts).T
 
+    def namespace_for(self, files: list[Path], dtype: torch.dtype, device: torch.device,
+                      options: dict[str, Any] | None = None) -> str | None:
+        """The store namespace of this adapter's outputs for ``files`` (see :func:`model_namespace`)."""
+        return model_namespace(content_sha256(files), type(self).__name__, dtype, device,
+                               {"identity": self._store_identity(), **(options or {})})
+
     def use_store(self, store: OutputStore, options: dict[str, Any] | None = None) -> None:
-        """Read and write embeddings through a persistent :class:`OutputStore` (``--faith-cache``)."""
-        self.store_namespace = model_namespace(
-            content_sha256(self._files), type(self).__name__, self.dtype, self.device,
-            {"identity": self._store_identity(), **(options or {})})
+        """Read and write embeddings (and the token counts of the truncation check) through a persistent
+        :class:`OutputStore` (``--faith-cache``)."""
+        self.store_namespace = self.namespace_for(self._files, self.dtype, self.device, options)
+        self._store = store
         self.image_cache.attach(store, self.store_namespace, "image")
         self.text_cache.attach(store, self.store_namespace, "text")
+
+    def _stored_lengths(self, texts: list[str]) -> list[int]:
+        """:meth:`_token_lengths` through the store, so a warm run counts truncations without a tokenizer."""
+        ns = self.store_namespace
+        if self._store is None or ns is None:
+            return self._token_lengths(texts)
+
+        def compute(rows: list[int]) -> list[str]:
+            return [str(n) for n in self._token_lengths([texts[r] for r in rows])]
+
+        return [int(v) for v in self._store.rows(ns, f"{ns}|tokens", [text_key(t) for t in texts], compute,
+                                                 TEXT_CODEC)]
 
     def _store_identity(self) -> str:
         """What besides the files names the model (open_clip's architecture name for a hub checkpoint)."""

@@ -194,6 +194,19 @@ class OutputStore:
             )
             self._db.commit()
 
+    def description(self, owner: str | None) -> dict[str, Any] | None:
+        """What an adapter stored about its model under ``owner`` (its namespace) when it last loaded it
+        (:meth:`describe`), or None: an adapter defers loading only when this is found."""
+        if not owner:
+            return None
+        found = self.get(f"{owner}|meta", ["model"]).get("model")
+        return dict(json.loads(found)) if found is not None else None
+
+    def describe(self, owner: str | None, description: Mapping[str, Any]) -> None:
+        """Store what a loaded adapter read off its model (layers, context length...) under ``owner``."""
+        if owner:
+            self.put(f"{owner}|meta", {"model": json.dumps(dict(description), sort_keys=True).encode()})
+
     def stats(self, owner: str | None) -> StoreStats:
         """The counters of one model (its namespace; None: a model whose weights were not hashed)."""
         return self._stats.setdefault(owner or "", StoreStats())

@@ -75,7 +75,12 @@ def tokenizers_parallelism(env: Mapping[str, str], threads: int, workers: int) -
 
 
 def parameter_count(model: Any) -> int | None:
-    """Parameters of an adapter's torch module (``.model``, or a wrapped VLM's), None if unknown."""
+    """Parameters of an adapter's torch module (``.model``, or a wrapped VLM's), None if unknown. An
+    adapter's own ``num_parameters()`` answers first (it sizes a model whose weights are not loaded)."""
+    for obj in (model, getattr(model, "vlm", None)):
+        count = getattr(type(obj), "num_parameters", None)
+        if callable(count):
+            return count(obj)  # type: ignore[no-any-return]
     for obj in (model, getattr(model, "vlm", None)):
         module = getattr(obj, "model", None)
         if module is not None and hasattr(module, "parameters"):

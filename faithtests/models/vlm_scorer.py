@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from faithtests.models.cache import CacheStats, EncodeCache, image_key, text_key
+from faithtests.models.cache import CacheStats, EncodeCache, ImageKeys, image_key, text_key
 from faithtests.models.hf_vlm import DEFAULT_INSTRUCTION, HFVisionLanguageModel
 from faithtests.models.interfaces import Prompt
 from faithtests.models.scorer_base import check_images, check_texts
 from faithtests.models.store import OutputStore, digest
-from faithtests.models.truncation import hf_lengths
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -64,8 +63,9 @@ class VLMScorer:
             raise ValueError(f"similarity: {len(images)} images but {len(texts)} texts")
         check_images(images)
         check_texts(texts)
-        self.vlm.caption_truncation.observe(texts, hf_lengths(self.vlm.processor.tokenizer, False))
-        keys = [(image_key(im), text_key(t)) for im, t in zip(images, texts, strict=True)]
+        self.vlm.caption_truncation.observe(texts, self.vlm.caption_lengths)
+        image_keys = ImageKeys()
+        keys = [(image_keys(im), text_key(t)) for im, t in zip(images, texts, strict=True)]
         todo: dict[tuple[str, str], int] = {}
         for i, key in enumerate(keys):
             if key not in self._pairs and key not in todo:

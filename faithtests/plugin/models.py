@@ -226,6 +226,9 @@ def load_cached(config: pytest.Config, spec: str) -> Any:
             raw_device = str(config.getoption("faith_device"))
             cache[key] = scaleout.start_pool(config, spec, raw_device, dtype, batch, local)
             return cache[key]
+        store = output_store(config)
+        if store is not None:  # a checkpoint whose outputs the cache holds loads on its first miss
+            options["defer_to"] = store
         cache[key] = load_model(spec, device=device, dtype=dtype, batch_size=batch, **options)
         _set_threads(config, cache[key])
         attach_store(config, cache[key])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 SCHEMA_VERSION = 1
@@ -157,7 +157,8 @@ class MetricResult:
         return passes(lo, op, threshold) != passes(hi, op, threshold)
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
+        # a shallow copy: asdict would deep-copy per_item's values only to replace them (a second per result)
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["ci"] = list(self.ci) if self.ci is not None else None
         if self.per_item is None:  # absent, not null: scorecards without per-item values stay as they were
             del d["per_item"]

@@ -14,7 +14,7 @@ TEXTS = ["a dog", "two red circles on the left and a large blue square at the to
 
 def test_trimmed_text_encoding_equals_full_context(load_tiny: Callable[..., Any]) -> None:
     scorer = load_tiny("open_clip")
-    assert scorer._trim_text and _trimmable_text_tower(scorer.model)
+    assert scorer._loaded().trim_text and _trimmable_text_tower(scorer.model)
     tokens = scorer.tokenizer(TEXTS)
     with torch.inference_mode():
         full = scorer.model.encode_text(tokens)

@@ -60,8 +60,9 @@ def test_warm_run_reads_every_output_back(pytester: pytest.Pytester, tiny_dir: C
         result.assert_outcomes(passed=3)
         cards.append(json.loads((pytester.path / run / "scorecard.json").read_text()))
     cold, warm = (c["fingerprint"]["models"] for c in cards)
-    assert cold["oc"]["output_cache"]["writes"] == 6 and cold["oc"]["output_cache"]["hits"] == 0  # 3+3
-    assert warm["oc"]["output_cache"] == {**cold["oc"]["output_cache"], "hits": 6, "writes": 0}
+    # 3 images + 3 texts + the 3 texts' token counts (the truncation check)
+    assert cold["oc"]["output_cache"]["writes"] == 9 and cold["oc"]["output_cache"]["hits"] == 0
+    assert warm["oc"]["output_cache"] == {**cold["oc"]["output_cache"], "hits": 9, "writes": 0}
     assert cold["llava"]["output_cache"]["writes"] > 0
     assert warm["llava"]["output_cache"]["writes"] == 0 and warm["llava"]["output_cache"]["hits"] > 0
     assert _metrics(cards[1]) == _metrics(cards[0]) and len(_metrics(cards[0])) == 3
@@ -85,3 +86,37 @@ def test_ini_cache_dir_is_relative_to_the_rootdir(
         *PLUGINS, "--faith-model", f"oc=open_clip:local-dir:{tiny_dir('open_clip')}", "--faith-report", "r")
     result.assert_outcomes(passed=1)
     assert (pytester.path / ".faith-cache" / "outputs.sqlite3").is_file()
+
+
+HEAVY = """
+import sys
+
+def pytest_sessionfinish(session):
+    heavy = ("open_clip", "torchvision", "transformers.models.auto.processing_auto")
+    with open("imported.txt", "a") as f:
+        f.write(",".join(m for m in heavy if m in sys.modules) + "\\n")
+"""
+
+
+def test_a_warm_run_loads_no_model(pytester: pytest.Pytester, tiny_dir: Callable[[str], Path]) -> None:
+    """Through the plugin, in fresh processes: the cold run imports the models' stacks, the warm run
+    (every output stored, each checkpoint described) imports none of them and gives the same metrics."""
+    pytester.makepyfile(test_suite=SUITE)
+    pytester.makeconftest(HEAVY)
+    (pytester.path / "suites").mkdir()
+    (pytester.path / "suites" / "thresholds.toml").write_text("")
+    models = ("--faith-model", f"oc=open_clip:local-dir:{tiny_dir('open_clip')}",
+              "--faith-vlm", f"llava=hf:{tiny_dir('llava')}")
+    cards = []
+    for run in ("cold", "warm"):
+        result = pytester.runpytest_subprocess(*PLUGINS, *models, "--faith-cache", "cache",
+                                               "--faith-report", run)
+        result.assert_outcomes(passed=3)
+        cards.append(json.loads((pytester.path / run / "scorecard.json").read_text()))
+    cold, warm = (pytester.path / "imported.txt").read_text().splitlines()
+    assert cold.split(",") == ["open_clip", "torchvision", "transformers.models.auto.processing_auto"]
+    assert warm == ""
+    assert _metrics(cards[1]) == _metrics(cards[0])
+    fingerprints = [{label: {k: v for k, v in info.items() if k != "output_cache"}
+                     for label, info in c["fingerprint"]["models"].items()} for c in cards]
+    assert fingerprints[0] == fingerprints[1]  # the deferred adapters describe the same models

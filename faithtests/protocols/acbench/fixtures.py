@@ -258,19 +258,20 @@ class AcData:
         return self._mass
 
     def steered_mass(self) -> MassMonitor:
-        """The real CECS attention runs (every steered record at its own s) re-run under a monitor: a
-        monitored call is never served from the output store, so this check runs on a warm cache too."""
+        """The real CECS attention runs (every steered record at its own s) re-run under a monitor
+        (:func:`~faithtests.protocols.acbench.run.monitored_run`: its totals are stored with the outputs)."""
         if self._steered_mass is None:
-            from faithtests.protocols.acbench.run import lss_run, prompts_for
+            from faithtests.protocols.acbench.run import monitored_run, prompts_for
             from faithtests.protocols.acbench.steering import MassMonitor, active_rows, steering_hooks
 
-            s, monitor = self.scores(), MassMonitor()
+            s = self.scores()
             rows = active_rows(s)
             window, _ = self.window()
+            self._steered_mass = MassMonitor()
             if rows:
-                lss_run(self.vlm, prompts_for("emotion", [self.records[i] for i in rows]),
-                        lambda j: steering_hooks(float(s[rows[j]]), window, monitor=monitor))
-            self._steered_mass = monitor
+                self._steered_mass = monitored_run(
+                    self.vlm, prompts_for("emotion", [self.records[i] for i in rows]),
+                    lambda j, m: steering_hooks(float(s[rows[j]]), window, monitor=m))
         return self._steered_mass
 
     def gate(self) -> GateCheck:

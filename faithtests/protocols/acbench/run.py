@@ -352,6 +352,33 @@ def mass_check(
 ) -> MassMonitor:
     """The CECS update at gate-open ``s`` on real attentions of ``prompts`` (one call each): the
     monitor of every row it changed (the suite asserts they sum to 1 within 1e-6)."""
-    monitor = MassMonitor()
-    lss_run(vlm, prompts, lambda i: steering_hooks(s, window, monitor=monitor))
-    return monitor
+    return monitored_run(vlm, prompts, lambda i, m: steering_hooks(s, window, monitor=m))
+
+
+def monitored_run(
+    vlm: VisionLanguageModel, prompts: Sequence[Prompt], hooks_for: Callable[[int, MassMonitor | None], Hooks]
+) -> MassMonitor:
+    """What the CECS modifier did on ``prompts`` (one call each, ``hooks_for(i, monitor)``), observed on
+    the real attention rows. A monitored call cannot be served from the output store (the observations
+    happen during the forward), so the monitor's totals are stored beside the model's outputs instead,
+    under each call's unmonitored hooks tag and prompt content: a re-run on a warm cache reads the totals
+    the same forwards gave, and an adapter without a store (or an untagged hook) always runs."""
+    import json
+    from dataclasses import asdict
+
+    from faithtests.models.prompt_keys import prompt_key
+    from faithtests.models.store import TEXT_CODEC, digest
+
+    def run() -> MassMonitor:
+        monitor = MassMonitor()
+        lss_run(vlm, prompts, lambda i: hooks_for(i, monitor))
+        return monitor
+
+    store, owner = getattr(vlm, "store", None), getattr(vlm, "store_namespace", None)
+    tags = [hooks_for(i, None).tag for i in range(len(prompts))]
+    if store is None or owner is None or any(t is None for t in tags):
+        return run()
+    key = digest([tags, [prompt_key(p) for p in prompts]])
+    [totals] = store.rows(owner, f"{owner}|cecs_mass", [key], lambda _: [json.dumps(asdict(run()))],
+                          TEXT_CODEC)
+    return MassMonitor(**json.loads(totals))

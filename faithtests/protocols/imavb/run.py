@@ -146,15 +146,13 @@ def logit_lens(
     lens cannot run: no HF modules to read through, or no final norm / unembedding found)."""
     import torch
 
-    from faithtests.models.lens import LensUnsupported, lens_probs
-    from faithtests.models.prompting import option_token_ids
+    from faithtests.models.lens import LensUnsupported
 
-    model, processor = getattr(vlm, "model", None), getattr(vlm, "processor", None)
-    if model is None or processor is None:
-        return None, f"{type(vlm).__name__} exposes no HF model and processor to read the lens through"
+    lens = getattr(vlm, "lens_probs", None)  # HF adapters (stored per row: a warm run loads no model)
+    if lens is None:
+        return None, f"{type(vlm).__name__} has no lens_probs (no HF model to read the lens through)"
     try:
-        ids = option_token_ids(processor.tokenizer, LETTERS, str(getattr(vlm, "answer_prefix", "")))
-        probs = lens_probs(model, torch.from_numpy(np.ascontiguousarray(states)), ids)
+        probs = lens(torch.from_numpy(np.ascontiguousarray(states)), LETTERS)
     except LensUnsupported as e:
         return None, f"logit lens unsupported: {e}"
     return probs.numpy().astype(np.float64), ""

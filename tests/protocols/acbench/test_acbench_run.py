@@ -417,3 +417,28 @@ def test_monitored_steering_hooks_are_never_stored() -> None:
 
     assert hooks_key(steering_hooks(1.0, (0, 0))) is not None
     assert hooks_key(steering_hooks(1.0, (0, 0), monitor=MassMonitor())) is None
+
+
+def test_monitored_totals_are_stored_beside_the_outputs(tmp_path: Path) -> None:
+    """``monitored_run`` with a store: the first call runs the monitored forwards and stores the totals,
+    a second call with the same hooks and prompts reads them back without a forward (a warm re-run), and
+    other hooks run again."""
+    from faithtests.models.registry import load_model
+    from faithtests.models.store import OutputStore
+    from faithtests.protocols.acbench.run import mass_check
+
+    vlm = load_model("reference:vlm", device="cpu", dtype="float32")
+    ps = prompts_for("emotion", [r for r in _recs(1) if r.conflict][:2])
+    window = (0, vlm.num_layers - 1)
+    plain = mass_check(vlm, ps, window)  # no store: always runs
+    vlm.use_store(OutputStore(tmp_path))
+
+    def monitored_rows() -> int:  # monitored attention calls cannot be keyed: each row run is counted
+        return vlm.store.stats(vlm.store_namespace).uncacheable  # type: ignore[no-any-return]
+
+    first = mass_check(vlm, ps, window)
+    ran = monitored_rows()
+    again = mass_check(vlm, ps, window)
+    assert again == first == plain and again.rows == len(ps) * vlm.num_layers * 4 and ran == len(ps)
+    assert monitored_rows() == ran  # read back, not run
+    assert mass_check(vlm, ps, (0, 0)).rows == len(ps) * 4 and monitored_rows() == 2 * ran  # other hooks
