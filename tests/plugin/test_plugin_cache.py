@@ -47,7 +47,9 @@ def _metrics(card: dict[str, Any]) -> dict[str, float]:
     return {f"{r['test']}:{r['metric']}": r["value"] for t in card["tests"] for r in t["results"]}
 
 
-def test_warm_run_reads_every_output_back(pytester: pytest.Pytester, tiny_dir: Callable[[str], Path]) -> None:
+def _cold_then_warm(pytester: pytest.Pytester, tiny_dir: Callable[[str], Path],
+                    run_pytest: Callable[..., pytest.RunResult]) -> tuple[list[Any], tuple[str, ...]]:
+    """The suite run twice on one ``--faith-cache``: both scorecards, and the model options."""
     pytester.makepyfile(test_suite=SUITE)
     (pytester.path / "suites").mkdir()
     (pytester.path / "suites" / "thresholds.toml").write_text("")
@@ -55,10 +57,14 @@ def test_warm_run_reads_every_output_back(pytester: pytest.Pytester, tiny_dir: C
               "--faith-vlm", f"llava=hf:{tiny_dir('llava')}")
     cards = []
     for run in ("cold", "warm"):
-        result = pytester.runpytest_inprocess(*PLUGINS, *models, "--faith-cache", "cache",
-                                              "--faith-report", run)
+        result = run_pytest(*PLUGINS, *models, "--faith-cache", "cache", "--faith-report", run)
         result.assert_outcomes(passed=3)
         cards.append(json.loads((pytester.path / run / "scorecard.json").read_text()))
+    return cards, models
+
+
+def test_warm_run_reads_every_output_back(pytester: pytest.Pytester, tiny_dir: Callable[[str], Path]) -> None:
+    cards, models = _cold_then_warm(pytester, tiny_dir, pytester.runpytest_inprocess)
     cold, warm = (c["fingerprint"]["models"] for c in cards)
     # 3 images + 3 texts + the 3 texts' token counts (the truncation check)
     assert cold["oc"]["output_cache"]["writes"] == 9 and cold["oc"]["output_cache"]["hits"] == 0
@@ -101,18 +107,8 @@ def pytest_sessionfinish(session):
 def test_a_warm_run_loads_no_model(pytester: pytest.Pytester, tiny_dir: Callable[[str], Path]) -> None:
     """Through the plugin, in fresh processes: the cold run imports the models' stacks, the warm run
     (every output stored, each checkpoint described) imports none of them and gives the same metrics."""
-    pytester.makepyfile(test_suite=SUITE)
     pytester.makeconftest(HEAVY)
-    (pytester.path / "suites").mkdir()
-    (pytester.path / "suites" / "thresholds.toml").write_text("")
-    models = ("--faith-model", f"oc=open_clip:local-dir:{tiny_dir('open_clip')}",
-              "--faith-vlm", f"llava=hf:{tiny_dir('llava')}")
-    cards = []
-    for run in ("cold", "warm"):
-        result = pytester.runpytest_subprocess(*PLUGINS, *models, "--faith-cache", "cache",
-                                               "--faith-report", run)
-        result.assert_outcomes(passed=3)
-        cards.append(json.loads((pytester.path / run / "scorecard.json").read_text()))
+    cards, _ = _cold_then_warm(pytester, tiny_dir, pytester.runpytest_subprocess)
     cold, warm = (pytester.path / "imported.txt").read_text().splitlines()
     assert cold.split(",") == ["open_clip", "torchvision", "transformers.models.auto.processing_auto"]
     assert warm == ""
