@@ -359,7 +359,8 @@ def workload() -> dict[str, Any]:
                            "mean_caption_words": round(sum(words.values()) / len(words), 1)}
     bs = int(GPU["batch_size"])
     for suite, pairs in subsets.items():
-        # the row order of lgip.run._score_each_pair, chunked as it chunks, grouped as HFVLM._groups does
+        # the row order of lgip.run._score_each_pair, chunked as it chunks, grouped as
+        # prompt_keys.image_groups does
         seen: set[tuple[str, str]] = set()
         batches: list[tuple[int, bool]] = []
         for keys in ([(p.image_id, p.caption) for p in pairs], [(p.image_id, p.perturbed) for p in pairs]):

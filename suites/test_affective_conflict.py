@@ -333,7 +333,7 @@ def test_cecs_intervention(faith: Faith, acbench_data: AcData, faith_seed: int) 
     )
     assert mass.rows > 0, f"the CECS update changed no attention row in layers {window} at s = 1"
     assert mass.max_sum_err <= MASS_TOL, f"a modified attention row sums to 1 ± {mass.max_sum_err:.2e}"
-    steered = data.steered_mass()  # every row the real CECS runs change (re-run, never from the cache)
+    steered = data.steered_mass()  # every row the real CECS runs change (cached only beside their outputs)
     if steered.rows:
         faith.metric("cecs_mass_max_err", steered.max_sum_err, n=steered.rows, higher_is_better=False,
                      slice="CECS runs")

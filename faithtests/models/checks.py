@@ -84,7 +84,9 @@ def safetensors_shapes(spec: str, path: Path) -> dict[str, list[int]]:
 def header_parameter_count(paths: Sequence[Path]) -> int | None:
     """Elements of every tensor in the ``.safetensors`` files among ``paths`` (folders one level), read
     from their headers without loading a weight; None when any weight file there is not safetensors
-    (or there is none). A tied weight is stored once, as ``parameters()`` counts it once."""
+    (or there is none). Close to ``parameters()`` (a tied weight is stored once, as it counts it once)
+    but not equal to it: saved buffers count too, and a folder holding two copies of the weights counts
+    both. Only the thread policy's size rule uses it, for loaded and deferred adapters alike."""
     files: list[Path] = []
     for p in paths:
         files += sorted(f for f in p.iterdir() if f.is_file()) if p.is_dir() else [p]

@@ -94,7 +94,10 @@ class HFVisionLanguageModel:
     def from_store(cls, spec: str, path: str, *, store: OutputStore, device: torch.device,
                    dtype: torch.dtype, **options: Any) -> HFVisionLanguageModel | None:
         """The adapter with nothing loaded yet, or None when ``store`` holds no description of this
-        checkpoint under these settings (or its weights are not safetensors): load it the usual way."""
+        checkpoint under these settings (or its weights are not safetensors, or a device map places it): load
+        it the usual way."""
+        if options.get("device_map"):  # the input device is known only once accelerate has placed layers
+            return None
         self = cls.__new__(cls)
         self._setup(spec, path, device, dtype, **options)
         sized = header_parameter_count(self._files) is not None
@@ -141,7 +144,8 @@ class HFVisionLanguageModel:
 
     @property
     def meta(self) -> dict[str, Any]:
-        """What the adapter read off the model (layers, image token, context, type): see ``_describe``."""
+        """What the adapter read off the model (layers, image token, context, type): see
+        :func:`~faithtests.models.hf_loading.describe_vlm`."""
         assert self._meta is not None, "constructed through __init__ or from_store"
         return self._meta
 

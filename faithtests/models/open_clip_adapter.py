@@ -86,6 +86,12 @@ def _config_dir_for(config_path: Path, weights: Path, workdir: Path) -> Path:
     return workdir
 
 
+def _resized_error(spec: str, weights: str, config: str, resized: list[str]) -> str:
+    return (f"{spec}: the weights {weights} do not match the sizes in {config}: {'; '.join(resized)} "
+            "(open_clip would interpolate them; fix the config's image_size / context_length, or allow "
+            "it with FAITHTESTS_RESIZE_POS_EMBED=1)")
+
+
 @dataclass
 class _Loaded:
     model: Any
@@ -125,7 +131,10 @@ class OpenClipScorer(CachedDualEncoder):
             if header_parameter_count(self._weights) is not None:  # sized without loading
                 described = defer_to.description(self.namespace_for(self._files, dtype, device))
         if described is None:
-            described = self._load_open_clip(spec, device, dtype)
+            described, self._heavy = self._load_open_clip(spec, device, dtype)
+        elif described["resized"] and not resize_pos_embed:  # the check a load makes, made on the record
+            raise CheckpointError(_resized_error(spec, str(self._weights[0]), "its open_clip_config.json",
+                                                 described["resized"]))
         self._description = described
         meta: dict[str, Any] = {"family": described["family"],
                                 "checkpoint_sha256": checkpoint_sha256(self._weights)}
@@ -137,8 +146,9 @@ class OpenClipScorer(CachedDualEncoder):
         if described["limit"] is not None:
             self.truncation.limit = int(described["limit"])
 
-    def _load_open_clip(self, spec: str, device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
-        """Build the model, its transform and tokenizer; what the adapter reads off them."""
+    def _load_open_clip(self, spec: str, device: torch.device,
+                        dtype: torch.dtype) -> tuple[dict[str, Any], _Loaded]:
+        """Build the model, its transform and tokenizer; what the adapter reads off them, and them."""
         import open_clip
 
         body, cache_dir = self._body, self._cache_dir
@@ -170,12 +180,9 @@ class OpenClipScorer(CachedDualEncoder):
                 raise mapped from err
         resized = resized_pos_embeds(model, weights) if weights is not None else []
         if resized and not self._resize:
-            raise CheckpointError(
-                f"{spec}: the weights {weights} do not match the sizes in {described}: {'; '.join(resized)} "
-                "(open_clip would interpolate them; fix the config's image_size / context_length, or allow "
-                "it with FAITHTESTS_RESIZE_POS_EMBED=1)")
+            raise CheckpointError(_resized_error(spec, str(weights), described, resized))
         model = model.to(device=device, dtype=dtype).eval()
-        self._heavy = _Loaded(model, preprocess, tokenizer, _trimmable_text_tower(model))
+        loaded = _Loaded(model, preprocess, tokenizer, _trimmable_text_tower(model))
         self._lengths = open_clip_lengths(tokenizer)
         # What names the outputs besides the files: the architecture and preprocessing of a named model.
         config_json = body.split("@", 1)[0]
@@ -188,15 +195,15 @@ class OpenClipScorer(CachedDualEncoder):
         # CLIP's, and the thresholds have a "siglip" family for it.
         family = "siglip" if getattr(model, "logit_bias", None) is not None else "clip"
         limit = int(getattr(tokenizer, "context_length", 0) or 77) if self._lengths is not None else None
-        return {"family": family, "resized": resized, "limit": limit}
+        return {"family": family, "resized": resized, "limit": limit}, loaded
 
     def _loaded(self) -> _Loaded:
         if self._heavy is None:
-            described = self._load_open_clip(self.spec, self.device, self.dtype)
-            if described != self._description:
+            described, loaded = self._load_open_clip(self.spec, self.device, self.dtype)
+            if described != self._description:  # (kept unloaded: every later call fails the same way)
                 raise RuntimeError(f"{self.spec}: the loaded model is not the one the output cache describes "
                                    f"({described} vs {self._description}); delete the cache directory")
-        assert self._heavy is not None
+            self._heavy = loaded
         return self._heavy
 
     @property

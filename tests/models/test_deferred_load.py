@@ -25,7 +25,7 @@ TEXTS = ["a red circle", "two dog", "a blue square"]
 
 def _load(spec: str, cache: Path) -> Any:
     store = OutputStore(cache)
-    model = load_model(spec, device="cpu", defer_to=store)
+    model: Any = load_model(spec, device="cpu", defer_to=store)
     model.use_store(store)
     return model
 
@@ -72,7 +72,7 @@ def test_vlm_defers_until_a_miss_and_then_matches_the_eager_model(
     new = [Prompt(images=(images[4],), text="Other?\nA. yes\nB. no")]
     fresh = warm.decide(new, ("A", "B"))
     assert warm.loaded
-    eager = load_model(spec, device="cpu")
+    eager: Any = load_model(spec, device="cpu")
     assert eager.loaded and torch.equal(fresh.logits, eager.decide(new, ("A", "B")).logits)
 
     # changed weights are another namespace with no description: loaded at once
@@ -99,7 +99,8 @@ def test_open_clip_defers_until_a_miss_and_then_matches_the_eager_model(
     assert not warm.loaded
     miss = warm.encode_texts(["a green triangle"])  # not stored: loads, and gives the eager numbers
     assert warm.loaded
-    assert torch.equal(miss, load_model(spec, device="cpu").encode_texts(["a green triangle"]))
+    eager: Any = load_model(spec, device="cpu")
+    assert torch.equal(miss, eager.encode_texts(["a green triangle"]))
 
     changed = _perturbed_copy(src, tmp_path / "changed", "open_clip_model.safetensors")
     assert _load(f"open_clip:local-dir:{changed}", cache).loaded
@@ -133,3 +134,45 @@ def test_image_keys_hash_each_object_once(images: list[Any], n_prompts: int, mon
     got = [keys(images[0]) for _ in range(n_prompts)] + [keys(images[1])]
     assert got == [image_key(images[0])] * n_prompts + [image_key(images[1])]
     assert len(calls) == 2
+
+
+def test_a_deferred_open_clip_keeps_the_load_checks(tiny_dir: Callable[[str], Path], images: list[Any],
+                                                     tmp_path: Path) -> None:
+    """The checks a load makes hold for a deferred adapter: resized position embeddings without the
+    user's consent fail at construction, and a model that turns out unlike its description fails on
+    every call (it is never used)."""
+    from faithtests.models.errors import CheckpointError
+
+    src, cache = tiny_dir("open_clip"), tmp_path / "cache"
+    spec = f"open_clip:local-dir:{src}"
+    cold = _load(spec, cache)
+    store, ns = OutputStore(cache), cold.store_namespace
+    described = store.description(ns)
+    assert described is not None and described["resized"] == []
+
+    resized = ["positional_embedding: 77 -> 32"]
+    store.describe(ns, {**described, "resized": resized})
+    with pytest.raises(CheckpointError, match="FAITHTESTS_RESIZE_POS_EMBED"):
+        load_model(spec, device="cpu", defer_to=store)
+    allowed: Any = load_model(spec, device="cpu", defer_to=store, resize_pos_embed=True)
+    assert not allowed.loaded and allowed.fingerprint()["pos_embed_resized"] == resized
+
+    store.describe(ns, {**described, "family": "siglip"})  # a description this checkpoint does not fit
+    wrong = _load(spec, cache)
+    assert not wrong.loaded
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="not the one the output cache describes"):
+            wrong.encode_texts(["never encoded before"])
+    assert not wrong.loaded
+
+
+def test_a_device_map_is_never_deferred(tiny_dir: Callable[[str], Path], tmp_path: Path) -> None:
+    """Under a device map the input device is known only once accelerate has placed the layers."""
+    from faithtests.models.hf_vlm import HFVisionLanguageModel
+
+    src, cache = tiny_dir("llava"), tmp_path / "cache"
+    _load(f"hf:{src}", cache)
+    kwargs: dict[str, Any] = {"store": OutputStore(cache), "device": torch.device("cpu"),
+                              "dtype": torch.float32}
+    assert HFVisionLanguageModel.from_store(f"hf:{src}", str(src), **kwargs) is not None
+    assert HFVisionLanguageModel.from_store(f"hf:{src}", str(src), device_map="cpu", **kwargs) is None

@@ -362,12 +362,16 @@ def monitored_run(
     the real attention rows. A monitored call cannot be served from the output store (the observations
     happen during the forward), so the monitor's totals are stored beside the model's outputs instead,
     under each call's unmonitored hooks tag and prompt content: a re-run on a warm cache reads the totals
-    the same forwards gave, and an adapter without a store (or an untagged hook) always runs."""
+    the same forwards gave, and an adapter without a store (or an untagged hook) always runs. The key
+    also holds the source of the CECS modules (``cecs``, ``steering``): a tag names the parameters, not
+    the code, and this check exists to catch a change in the code."""
     import json
     from dataclasses import asdict
+    from pathlib import Path
 
     from faithtests.models.prompt_keys import prompt_key
     from faithtests.models.store import TEXT_CODEC, digest
+    from faithtests.protocols.acbench import cecs, steering
 
     def run() -> MassMonitor:
         monitor = MassMonitor()
@@ -378,7 +382,8 @@ def monitored_run(
     tags = [hooks_for(i, None).tag for i in range(len(prompts))]
     if store is None or owner is None or any(t is None for t in tags):
         return run()
-    key = digest([tags, [prompt_key(p) for p in prompts]])
+    code = [digest(Path(m.__file__ or "").read_text(encoding="utf-8")) for m in (cecs, steering)]
+    key = digest([tags, [prompt_key(p) for p in prompts], code])
     [totals] = store.rows(owner, f"{owner}|cecs_mass", [key], lambda _: [json.dumps(asdict(run()))],
                           TEXT_CODEC)
     return MassMonitor(**json.loads(totals))
