@@ -33,25 +33,12 @@ from faithtests.models.cache import checkpoint_sha256, content_sha256, text_key
 from faithtests.models.checks import header_parameter_count
 from faithtests.models.generation import captured_rows, contrast_aux, greedy_texts
 from faithtests.models.hf_loading import LoadedVLM, describe_vlm, load_vlm
-from faithtests.models.hooks import (
-    refuse_contrast,
-)
+from faithtests.models.hooks import refuse_contrast
 from faithtests.models.interfaces import Attentions, Decision, Hooks, Prompt
 from faithtests.models.prefix import ForwardRunner, Reduce
 from faithtests.models.prompt_keys import caption_keys, check_prompts, image_groups, prompt_keys
-from faithtests.models.prompting import (
-    EncodedBatch,
-    encode_batch,
-    encode_with_answers,
-    option_token_ids,
-)
-from faithtests.models.store import (
-    ARRAY_CODEC,
-    TEXT_CODEC,
-    OutputStore,
-    hooks_key,
-    model_namespace,
-)
+from faithtests.models.prompting import EncodedBatch, encode_batch, encode_with_answers, option_token_ids
+from faithtests.models.store import ARRAY_CODEC, TEXT_CODEC, OutputStore, hooks_key, model_namespace
 from faithtests.models.truncation import TruncationCounter, hf_lengths, known_limit
 
 if TYPE_CHECKING:
