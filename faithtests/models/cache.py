@@ -169,3 +169,32 @@ class EncodeCache(Generic[T]):
             self.stats.calls += 1
             self.stats.encoded += len(chunk)
         return out
+
+
+class PairScores:
+    """Scores of (image, text) pairs held for the session by content (image pixels, text): each
+    unique pair is scored once, whoever asks (the VLM scorer in-process or on a Ray pool). ``stats``:
+    ``encoded`` pairs scored, ``hits`` answered from memory, ``calls`` scoring calls."""
+
+    def __init__(self) -> None:
+        self.stats = CacheStats()
+        self._scores: dict[tuple[str, str], float] = {}
+
+    def get(self, images: Sequence[Image.Image], texts: Sequence[str],
+            score: Callable[[list[int]], Sequence[float]]) -> torch.Tensor:
+        """Scores [N] of the pairs ``zip(images, texts)``; ``score(rows)`` scores the rows not held yet
+        (first occurrence of each new pair, in order)."""
+        image_keys = ImageKeys()
+        keys = [(image_keys(im), text_key(t)) for im, t in zip(images, texts, strict=True)]
+        todo: dict[tuple[str, str], int] = {}
+        for i, key in enumerate(keys):
+            if key not in self._scores and key not in todo:
+                todo[key] = i
+        self.stats.hits += len(keys) - len(todo)
+        if todo:
+            rows = list(todo.values())
+            self._scores.update(zip(todo, (float(v) for v in score(rows)), strict=True))
+            self.stats.encoded += len(rows)
+            self.stats.calls += 1
+        return torch.tensor([self._scores[k] for k in keys], dtype=torch.float32)
+

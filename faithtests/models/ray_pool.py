@@ -145,7 +145,7 @@ class PooledScorer(_Pooled):
 
     def __init__(self, pool: Pool, meta: dict[str, Any], info: dict[str, Any],
                  local: Callable[[], Any] | None = None) -> None:
-        from faithtests.models.cache import CacheStats, EncodeCache, image_key, text_key
+        from faithtests.models.cache import EncodeCache, PairScores, image_key, text_key
 
         super().__init__(pool, meta, info, local)
         self.score_kind: str = meta.get("score_kind", "cosine")
@@ -157,8 +157,7 @@ class PooledScorer(_Pooled):
             f"{self.spec}|image", image_key, lambda xs: self._encode("encode_images", xs), big)
         self.text_cache: EncodeCache[str] = EncodeCache(
             f"{self.spec}|text", text_key, lambda xs: self._encode("encode_texts", xs), big)
-        self.pair_stats = CacheStats()
-        self._pairs: dict[tuple[str, str], float] = {}
+        self.pairs = PairScores()
 
     def _encode(self, method: str, items: list[Any]) -> torch.Tensor:
         import torch
@@ -183,7 +182,6 @@ class PooledScorer(_Pooled):
         log-likelihood): each unique pair scored once, on the pool."""
         import torch
 
-        from faithtests.models.cache import ImageKeys, text_key
         from faithtests.models.scorer_base import check_images, check_texts
 
         if len(images) != len(texts):
@@ -192,22 +190,13 @@ class PooledScorer(_Pooled):
             return (self.encode_images(images) * self.encode_texts(texts)).sum(dim=-1)
         check_images(images)
         check_texts(texts)
-        image_keys = ImageKeys()
-        keys = [(image_keys(im), text_key(t)) for im, t in zip(images, texts, strict=True)]
-        todo: dict[tuple[str, str], int] = {}
-        for i, key in enumerate(keys):
-            if key not in self._pairs and key not in todo:
-                todo[key] = i
-        self.pair_stats.hits += len(keys) - len(todo)
-        if todo:
-            rows = list(todo.values())
+
+        def score(rows: list[int]) -> list[float]:
             parts = self._split("similarity", len(rows), lambda r: ([images[rows[i]] for i in r],
                                                                      [texts[rows[i]] for i in r]))
-            scores = torch.cat([p.float().cpu() for p in parts]).tolist()
-            self._pairs.update(zip(todo, (float(s) for s in scores), strict=True))
-            self.pair_stats.encoded += len(rows)
-            self.pair_stats.calls += 1
-        return torch.tensor([self._pairs[k] for k in keys], dtype=torch.float32)
+            return [float(s) for s in torch.cat([p.float().cpu() for p in parts]).tolist()]
+
+        return self.pairs.get(images, texts, score)
 
     def similarity_matrix(self, images: Sequence[Image.Image], texts: Sequence[str]) -> torch.Tensor:
         if self.score_kind != "cosine":  # a VLM's caption log-likelihood has no embedding product
@@ -218,7 +207,7 @@ class PooledScorer(_Pooled):
         return {"images_encoded": self.image_cache.stats.encoded,
                 "texts_encoded": self.text_cache.stats.encoded, "image_hits": self.image_cache.stats.hits,
                 "text_hits": self.text_cache.stats.hits,
-                "pairs_scored": self.pair_stats.encoded, "pair_hits": self.pair_stats.hits}
+                "pairs_scored": self.pairs.stats.encoded, "pair_hits": self.pairs.stats.hits}
 
 
 class PooledVLM(_Pooled):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from faithtests.models.cache import CacheStats, EncodeCache, ImageKeys, image_key, text_key
+from faithtests.models.cache import EncodeCache, PairScores, image_key, text_key
 from faithtests.models.hf_vlm import DEFAULT_INSTRUCTION, HFVisionLanguageModel
 from faithtests.models.interfaces import Prompt
 from faithtests.models.scorer_base import check_images, check_texts
@@ -37,8 +37,7 @@ class VLMScorer:
         self.spec = spec or f"vlm-scorer:{vlm.spec}"
         self.instruction = instruction
         ns = f"{self.spec}|{vlm.fingerprint()['checkpoint_sha256']}|{vlm.dtype}"
-        self.pair_stats = CacheStats()
-        self._pairs: dict[tuple[str, str], float] = {}
+        self.pairs = PairScores()
         self.text_cache: EncodeCache[str] = EncodeCache(
             f"{ns}|text", text_key, self._embed_texts, vlm.batch_size
         )
@@ -64,23 +63,8 @@ class VLMScorer:
         check_images(images)
         check_texts(texts)
         self.vlm.caption_truncation.observe(texts, self.vlm.caption_lengths)
-        image_keys = ImageKeys()
-        keys = [(image_keys(im), text_key(t)) for im, t in zip(images, texts, strict=True)]
-        todo: dict[tuple[str, str], int] = {}
-        for i, key in enumerate(keys):
-            if key not in self._pairs and key not in todo:
-                todo[key] = i
-        self.pair_stats.hits += len(keys) - len(todo)
-        if todo:
-            rows = list(todo.values())
-            scores = self.vlm.caption_logprob(
-                [images[i] for i in rows], [texts[i] for i in rows], self.instruction
-            )
-            for key, value in zip(todo, scores.tolist(), strict=True):
-                self._pairs[key] = float(value)
-            self.pair_stats.encoded += len(rows)
-            self.pair_stats.calls += 1
-        return torch.tensor([self._pairs[k] for k in keys], dtype=torch.float32)
+        return self.pairs.get(images, texts, lambda rows: self.vlm.caption_logprob(
+            [images[i] for i in rows], [texts[i] for i in rows], self.instruction).tolist())
 
     def encode_texts(self, texts: Sequence[str]) -> torch.Tensor:
         check_texts(texts)
@@ -112,8 +96,8 @@ class VLMScorer:
 
     def cache_stats(self) -> dict[str, int]:
         return {
-            "pairs_scored": self.pair_stats.encoded,
-            "pair_hits": self.pair_stats.hits,
+            "pairs_scored": self.pairs.stats.encoded,
+            "pair_hits": self.pairs.stats.hits,
             "texts_encoded": self.text_cache.stats.encoded,
             "images_encoded": self.image_cache.stats.encoded,
         }
