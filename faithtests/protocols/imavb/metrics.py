@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from faithtests.stats import resample_counts
+
 FloatArray = NDArray[np.float64]
 TIE = -1
 
@@ -115,8 +117,7 @@ def split_scores(
         for s in ("standard_vision", "misleading_vision", "standard_audio", "misleading_audio")
         if s in set(splits)
     ]
-    rng = np.random.default_rng(seed)
-    draw = rng.integers(0, k, size=(n_resamples, k))
+    draws = resample_counts(k, n_resamples, seed)  # [R, k]: times each stimulus is drawn
     acc: dict[str, float] = {}
     boot: dict[str, FloatArray] = {}
     n: dict[str, int] = {}
@@ -127,8 +128,8 @@ def split_scores(
         cnts = np.bincount(sidx[m], minlength=k).astype(np.float64)
         acc[name], n[name] = float(c[m].mean()), int(m.sum())
         with np.errstate(invalid="ignore", divide="ignore"):
-            drawn = cnts[draw].sum(axis=1)
-            boot[name] = sums[draw].sum(axis=1) / drawn
+            drawn = draws @ cnts
+            boot[name] = draws @ sums / drawn
         empty |= drawn == 0
     alpha = (1.0 - level) / 2.0
 

@@ -1,0 +1,56 @@
+"""The bootstrap's resample plan (faithtests.stats.resample_counts): counts of the same draws as a
+direct gather, memoised read-only, and the CIs built on it equal the direct percentile bootstrap."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from faithtests import stats
+from faithtests.stats import bootstrap_ci, cluster_bootstrap_ci, cluster_bootstrap_sums_ci, resample_counts
+
+
+def _direct_draws(k: int, n_resamples: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, k, size=(n_resamples, k))
+
+
+def test_counts_are_the_draws_counted() -> None:
+    draws = _direct_draws(3, 4, 7)
+    counts = resample_counts(3, 4, 7)
+    for r in range(4):  # row r: how often unit j is among the 3 draws of resample r
+        assert counts[r].tolist() == [float((draws[r] == j).sum()) for j in range(3)]
+    assert counts.sum(axis=1).tolist() == [3.0] * 4
+
+
+def test_small_plans_are_memoised_read_only_and_large_ones_are_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = resample_counts(5, 100, 1), resample_counts(5, 100, 1)
+    assert a is b and not a.flags.writeable
+    with pytest.raises(ValueError):
+        a[0, 0] = 9.0
+    monkeypatch.setattr(stats, "MEMO_CELLS", 10)
+    big = resample_counts(5, 100, 1)
+    assert big is not a and big.flags.writeable and np.array_equal(big, a)
+
+
+def test_cluster_ci_equals_the_gathered_percentile_bootstrap() -> None:
+    """Pooled mean per resample = Σ sums[drawn] / Σ counts[drawn] (LGIP's image-clustered CI)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=60)
+    clusters = [f"img{i % 17}" for i in range(60)]
+    _, inv = np.unique(np.asarray(clusters), return_inverse=True)
+    sums, counts = np.bincount(inv, weights=x), np.bincount(inv).astype(float)
+    draws = _direct_draws(17, 2000, 3)
+    direct = np.quantile(sums[draws].sum(axis=1) / counts[draws].sum(axis=1), [0.025, 0.975])
+    assert cluster_bootstrap_ci(x, clusters, n_resamples=2000, seed=3) == pytest.approx(direct, abs=1e-12)
+    ratio = cluster_bootstrap_sums_ci(np.stack([x, np.ones(60)], axis=1), clusters,
+                                      lambda t: t[:, 0] / t[:, 1], n_resamples=2000, seed=3)
+    assert ratio == pytest.approx(direct, abs=1e-12)
+
+
+def test_row_ci_equals_the_gathered_mean_and_the_statistic_path() -> None:
+    x = np.random.default_rng(1).normal(size=25)
+    draws = _direct_draws(25, 1000, 4)
+    direct = np.quantile(x[draws].mean(axis=1), [0.025, 0.975])
+    assert bootstrap_ci(x, n_resamples=1000, seed=4) == pytest.approx(direct, abs=1e-12)
+    # a statistic of its own still resamples the same rows
+    assert bootstrap_ci(x, statistic=np.mean, n_resamples=1000, seed=4) == pytest.approx(direct, abs=1e-12)
