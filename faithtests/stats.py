@@ -11,8 +11,9 @@ that says why; the recorder stores it as an undefined CI (``ci=None`` with ``ci_
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -36,9 +37,11 @@ class UndefinedCI(tuple[float, float]):
         return self
 
 
-#: Resample plans of at most this many cells (resamples × units) are memoised, 8 at most: 10,000 resamples
-#: of 250 units is 20 MB of float64 counts.
-MEMO_CELLS = 2_500_000
+#: Memoised resample plans hold at most this many cells (resamples × units) in all, least recently used
+#: dropped first: 8M float64 counts are 64 MB, every plan of the default suites at once.
+MEMO_CELLS = 8_000_000
+_PLANS: OrderedDict[tuple[int, int, int], FloatArray] = OrderedDict()
+_PLANS_LOCK = threading.Lock()
 
 
 def resample_counts(k: int, n_resamples: int, seed: int) -> FloatArray:
@@ -46,25 +49,27 @@ def resample_counts(k: int, n_resamples: int, seed: int) -> FloatArray:
 
     The draws are ``default_rng(seed).integers(0, k, (n_resamples, k))``, so ``counts @ per_unit`` is
     each resample's total of ``per_unit[draws[r]]`` (one matrix product, not a gather per column).
-    Memoised, read-only, for plans up to :data:`MEMO_CELLS`: a run bootstraps dozens of metrics over
-    the same units with the same seed, and drawing and gathering were most of a warm run's metric time.
+    Memoised, read-only (:data:`MEMO_CELLS`): a run bootstraps dozens of metrics over the same units
+    with the same seed, and drawing and gathering were most of a warm run's metric time.
     """
-    if k * n_resamples <= MEMO_CELLS and isinstance(seed, int | np.integer):
-        return _memo_counts(int(k), int(n_resamples), int(seed))
-    return _draw_counts(k, n_resamples, seed)
+    if k * n_resamples > MEMO_CELLS or not isinstance(seed, int | np.integer):
+        return _draw_counts(k, n_resamples, seed)
+    key = (int(k), int(n_resamples), int(seed))
+    with _PLANS_LOCK:
+        counts = _PLANS.pop(key, None)
+        if counts is None:
+            counts = _draw_counts(*key)
+            counts.flags.writeable = False
+        _PLANS[key] = counts  # the most recently used last
+        while sum(c.size for c in _PLANS.values()) > MEMO_CELLS:
+            _PLANS.popitem(last=False)
+    return counts
 
 
 def _draw_counts(k: int, n_resamples: int, seed: int) -> FloatArray:
     draws = np.random.default_rng(seed).integers(0, k, size=(n_resamples, k))
     flat = (draws + k * np.arange(n_resamples)[:, None]).ravel()
     return np.bincount(flat, minlength=n_resamples * k).reshape(n_resamples, k).astype(np.float64)
-
-
-@lru_cache(maxsize=8)
-def _memo_counts(k: int, n_resamples: int, seed: int) -> FloatArray:
-    counts = _draw_counts(k, n_resamples, seed)
-    counts.flags.writeable = False
-    return counts
 
 
 def _too_few(k: int, unit: str) -> UndefinedCI | None:

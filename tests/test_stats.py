@@ -22,14 +22,25 @@ def test_counts_are_the_draws_counted() -> None:
     assert counts.sum(axis=1).tolist() == [3.0] * 4
 
 
-def test_small_plans_are_memoised_read_only_and_large_ones_are_not(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plans_are_memoised_read_only_within_a_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stats, "_PLANS", type(stats._PLANS)())
     a, b = resample_counts(5, 100, 1), resample_counts(5, 100, 1)
     assert a is b and not a.flags.writeable
     with pytest.raises(ValueError):
         a[0, 0] = 9.0
-    monkeypatch.setattr(stats, "MEMO_CELLS", 10)
-    big = resample_counts(5, 100, 1)
-    assert big is not a and big.flags.writeable and np.array_equal(big, a)
+    monkeypatch.setattr(stats, "MEMO_CELLS", 1000)
+    resample_counts(5, 100, 2)  # 500 more cells: the budget holds both
+    assert list(stats._PLANS) == [(5, 100, 1), (5, 100, 2)]
+    resample_counts(5, 100, 1)  # used again: now the most recent
+    resample_counts(4, 100, 3)  # 400 more: the least recently used plan (seed 2) goes
+    assert list(stats._PLANS) == [(5, 100, 1), (4, 100, 3)]
+    big = resample_counts(11, 100, 1)  # over the whole budget: drawn, never kept
+    assert big.flags.writeable and (11, 100, 1) not in stats._PLANS
+    assert np.array_equal(big, _counts_of(_direct_draws(11, 100, 1), 11))
+
+
+def _counts_of(draws: np.ndarray, k: int) -> np.ndarray:
+    return np.stack([np.bincount(row, minlength=k) for row in draws]).astype(float)
 
 
 def test_cluster_ci_equals_the_gathered_percentile_bootstrap() -> None:
