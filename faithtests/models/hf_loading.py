@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from faithtests.models.hooks import register_attention
+from faithtests.models.lens import lens_support
 from faithtests.models.prefix import ForwardRunner
 from faithtests.models.prompting import image_token_id
 
@@ -50,4 +51,5 @@ def describe_vlm(model: Any) -> dict[str, Any]:
     text_config = getattr(model.config, "text_config", model.config)
     return {"num_layers": len(model.get_decoder().layers), "image_token": image_token_id(model.config),
             "context": getattr(text_config, "max_position_embeddings", None),
-            "model_type": str(model.config.model_type), "architecture": type(model).__name__}
+            "model_type": str(model.config.model_type), "architecture": type(model).__name__,
+            "lens": lens_support(model)}

@@ -89,7 +89,7 @@ class HFVisionLanguageModel:
         self._setup(spec, path, device, dtype, **options)
         sized = header_parameter_count(self._files) is not None
         meta = store.description(self._namespace()) if sized else None
-        if meta is None:
+        if meta is None or "lens" not in meta:  # (a description from before lens support was stored)
             return None
         self._finish(meta)
         return self
@@ -418,8 +418,10 @@ class HFVisionLanguageModel:
         """The logit lens (IMAVB Eqs. 3-4, :mod:`.lens`) of pre-answer states [L, N, D]: P_l(option
         token) [L, N, K] through this model's final norm and unembedding, stored per row (keyed by the
         row's state bytes), so a warm run reads it back instead of loading the model."""
-        from faithtests.models.lens import lens_probs
+        from faithtests.models.lens import LensUnsupported, lens_probs
 
+        if why := self.meta["lens"]:  # known from the description: no model loaded to find out again
+            raise LensUnsupported(why)
         rows = [states[:, j].detach().float().cpu().contiguous() for j in range(states.shape[1])]
 
         def compute(idx: list[int]) -> list[torch.Tensor]:

@@ -38,6 +38,17 @@ def unembedding(model: Any) -> nn.Module:
     return head
 
 
+def lens_support(model: Any) -> str:
+    """"" when the lens can read through ``model``, else why not: the adapter stores it in its
+    description, so a warm run knows a model is unsupported without loading it."""
+    try:
+        final_norm(model)
+        unembedding(model)
+    except LensUnsupported as e:
+        return str(e)
+    return ""
+
+
 def _softcap(model: Any) -> float | None:
     cfg = getattr(model, "config", None)
     text = getattr(cfg, "text_config", None) or cfg

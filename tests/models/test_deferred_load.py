@@ -176,3 +176,50 @@ def test_a_device_map_is_never_deferred(tiny_dir: Callable[[str], Path], tmp_pat
                               "dtype": torch.float32}
     assert HFVisionLanguageModel.from_store(f"hf:{src}", str(src), **kwargs) is not None
     assert HFVisionLanguageModel.from_store(f"hf:{src}", str(src), device_map="cpu", **kwargs) is None
+
+
+def test_an_unsupported_lens_is_known_without_loading(tiny_dir: Callable[[str], Path],
+                                                      tmp_path: Path) -> None:
+    """The description records whether the logit lens can read through the model: a deferred adapter of a
+    model without a final norm raises the same LensUnsupported as a loaded one, and loads nothing; a
+    description from before that was recorded is not trusted (the model loads and re-describes it)."""
+    from faithtests.models.hf_vlm import HFVisionLanguageModel
+    from faithtests.models.lens import LensUnsupported, lens_support
+
+    src, cache = tiny_dir("llava"), tmp_path / "cache"
+    cold = _load(f"hf:{src}", cache)
+    assert lens_support(cold.model) == "" and cold.meta["lens"] == ""
+    store, ns = OutputStore(cache), cold.store_namespace
+    described = store.description(ns)
+    assert described is not None
+
+    why = "LlavaForConditionalGeneration: no final norm found on LlamaModel"
+    store.describe(ns, {**described, "lens": why})
+    unsupported = _load(f"hf:{src}", cache)
+    with pytest.raises(LensUnsupported, match="no final norm"):
+        unsupported.lens_probs(torch.zeros(2, 1, 8), ("A", "B"))
+    assert not unsupported.loaded
+
+    store.describe(ns, {k: v for k, v in described.items() if k != "lens"})
+    kwargs: dict[str, Any] = {"store": store, "device": torch.device("cpu"), "dtype": torch.float32}
+    assert HFVisionLanguageModel.from_store(f"hf:{src}", str(src), **kwargs) is None
+    reloaded = _load(f"hf:{src}", cache)
+    assert reloaded.loaded and store.description(ns) == described  # described afresh, lens included
+
+
+def test_lens_support_names_what_is_missing() -> None:
+    from torch import nn
+
+    from faithtests.models.lens import lens_support
+
+    class NoNorm(nn.Module):
+        def get_output_embeddings(self) -> nn.Module:
+            return nn.Linear(2, 2)
+
+    class NoHead(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm = nn.LayerNorm(2)
+
+    assert lens_support(NoNorm()) == "NoNorm: no final norm found on NoNorm"
+    assert lens_support(NoHead()) == "NoHead: no output embeddings (lm_head)"
