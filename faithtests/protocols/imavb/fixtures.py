@@ -94,6 +94,7 @@ class PremiseData:
     store: OutputStore | None = None  # the session's --faith-cache store (text-baseline embeddings)
     _pgla: dict[tuple[int, Literal["shuffled", "fixed"]], PGLAResult] = field(default_factory=dict)
     _pgla_layer: dict[int, tuple[int, tuple[float, ...]]] = field(default_factory=dict)
+    _pgla_gate: dict[int, Any] = field(default_factory=dict)
     _pgla_run: dict[int, ChoiceRun] = field(default_factory=dict)
     _gap: dict[int, tuple[list[ProbeResult], Folds]] = field(default_factory=dict)
     _emb: np.ndarray | None = None
@@ -147,13 +148,15 @@ class PremiseData:
         if (seed, orders) not in self._pgla:
             import numpy as np
 
-            from faithtests.protocols.imavb.pgla import pgla_cv, pgla_layer
+            from faithtests.protocols.imavb.pgla import pgla_cv, pgla_gate, pgla_layer
 
             r = self.run
             if r.states is None:
                 raise ValueError(f"{self.dataset}: PGLA needs the run's hidden states")
-            if seed not in self._pgla_layer:  # l* and its curve: once for both order protocols
+            if seed not in self._pgla_layer:  # l*, its curve and the gate probe: once for both protocols
                 self._pgla_layer[seed] = pgla_layer(r.states, self.splits(), self.stimuli(), seed=seed)
+                self._pgla_gate[seed] = pgla_gate(r.states, self._pgla_layer[seed][0], self.splits(),
+                                                  self.stimuli(), seed=seed)
             gold = np.array([rec.correct_index for rec in r.records])
             lg = r.logits[:, 1:] if orders == "shuffled" else r.logits[:, 0]
             self._pgla[seed, orders] = pgla_cv(
@@ -163,6 +166,7 @@ class PremiseData:
                 self.splits(),
                 self.stimuli(),
                 layer=self._pgla_layer[seed],
+                gate=self._pgla_gate[seed],
                 seed=seed,
             )
         return self._pgla[seed, orders]

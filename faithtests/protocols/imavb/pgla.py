@@ -196,6 +196,16 @@ def pgla_layer(
     return peak_layer(accs), accs
 
 
+def pgla_gate(states: ArrayLike, layer: int, splits: Sequence[str], stimuli: Sequence[object], *,
+              seed: int = 0) -> Any:
+    """The App. G gate probe (:func:`train_gate_probe`) on ``states[layer]`` of the probe-training
+    stimuli (:func:`split_stimuli`), labelled misleading or not."""
+    h = np.asarray(np.asarray(states)[layer], dtype=np.float64)
+    tr = np.flatnonzero(split_stimuli(stimuli, seed=seed))
+    mis = np.array([str(splits[int(i)]).startswith("misleading") for i in tr], dtype=np.bool_)
+    return train_gate_probe(h[tr], mis, seed=seed)
+
+
 @dataclass(frozen=True)
 class ParetoRow:
     """One budget of Table 11, means over the held-out folds (every fold counts: the identity is an
@@ -247,13 +257,16 @@ def pgla_cv(
     *,
     beta_logits: ArrayLike | None = None,
     layer: tuple[int, tuple[float, ...]] | None = None,
+    gate: Any | None = None,
     seed: int = 0,
 ) -> PGLAResult:
     """App. G end to end on one model: ``states`` [L, N, D] (l* is chosen on the probe-training
     stimuli), canonical ``logits`` [N, 6] (one option order, the paper's Table 4) or [N, S, 6] (several:
     correctness averaged over them, tuned for the shuffled metric the suite reports). β comes from
     ``beta_logits`` ([N, 6] or [N, S, 6]; default ``logits``, the orders the adjustment applies to);
-    ``layer`` is :func:`pgla_layer`'s answer when already computed (same stimuli and seed)."""
+    ``layer`` is :func:`pgla_layer`'s answer and ``gate`` :func:`pgla_gate`'s at that layer when
+    already computed (same states, stimuli and seed): both order protocols share them; only β and the
+    tuning differ."""
     from faithtests.protocols.imavb.probes import group_folds
 
     lg = np.asarray(logits, dtype=np.float64)
@@ -265,7 +278,7 @@ def pgla_cv(
     mis = np.array([s.startswith("misleading") for s in sp], dtype=np.bool_)
     train = split_stimuli(stimuli, seed=seed)
     tr, ev = np.flatnonzero(train), np.flatnonzero(~train)
-    probe = train_gate_probe(h[tr], mis[tr], seed=seed)
+    probe = pgla_gate(states, l_star, splits, stimuli, seed=seed) if gate is None else gate
     beta = pgla_beta(bl[tr][~mis[tr]].reshape(-1, 6))
     p = np.asarray(probe.predict_proba(h[ev])[:, 1], dtype=np.float64)
     ev_sp = [sp[int(i)] for i in ev]

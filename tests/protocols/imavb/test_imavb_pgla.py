@@ -16,6 +16,7 @@ from faithtests.protocols.imavb.pgla import (
     pgla_adjust,
     pgla_beta,
     pgla_cv,
+    pgla_gate,
     pgla_layer,
     split_stimuli,
 )
@@ -92,6 +93,23 @@ def test_pgla_cv_lifts_an_under_rejecting_model_with_an_informative_probe() -> N
     # the offline pgla variant: each eval row's fold configuration applied to its logits
     adj = res.adjusted(lg[res.eval_rows])
     assert np.array_equal(answers(adj) == gold[res.eval_rows], res.pgla_correct.astype(bool))
+
+
+def test_a_shared_layer_and_gate_give_the_same_result() -> None:
+    """The fixed- and shuffled-order protocols share l* and the gate probe (trained once): passing them
+    in changes nothing."""
+    rng = np.random.default_rng(6)
+    n = 120
+    mis, splits, stim = _pairs(n)
+    lg = rng.normal(size=(n, 6))
+    h = rng.normal(size=(2, n, 8))
+    h[1, :, 0] += 3.0 * mis
+    alone = pgla_cv(h, lg, np.where(mis, 4, 0), splits, stim, seed=1)
+    layer = pgla_layer(h, splits, stim, seed=1)
+    shared = pgla_cv(h, lg, np.where(mis, 4, 0), splits, stim, layer=layer,
+                     gate=pgla_gate(h, layer[0], splits, stim, seed=1), seed=1)
+    assert np.array_equal(shared.p_mis, alone.p_mis) and shared.configs == alone.configs
+    assert np.array_equal(shared.pgla_correct, alone.pgla_correct)
 
 
 def test_bal_of_is_eq1_per_split_not_pooled() -> None:
