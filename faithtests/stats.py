@@ -38,8 +38,8 @@ class UndefinedCI(tuple[float, float]):
 
 
 #: Memoised resample plans hold at most this many cells (resamples × units) in all, least recently used
-#: dropped first: 8M float64 counts are 64 MB, every plan of the default suites at once.
-MEMO_CELLS = 8_000_000
+#: dropped first: 12M float64 counts are 96 MB; the default suites' 41 plans are 8.3M cells.
+MEMO_CELLS = 12_000_000
 _PLANS: OrderedDict[tuple[int, int, int], FloatArray] = OrderedDict()
 _PLANS_LOCK = threading.Lock()
 
@@ -49,8 +49,9 @@ def resample_counts(k: int, n_resamples: int, seed: int) -> FloatArray:
 
     The draws are ``default_rng(seed).integers(0, k, (n_resamples, k))``, so ``counts @ per_unit`` is
     each resample's total of ``per_unit[draws[r]]`` (one matrix product, not a gather per column).
-    Memoised, read-only (:data:`MEMO_CELLS`): a run bootstraps dozens of metrics over the same units
-    with the same seed, and drawing and gathering were most of a warm run's metric time.
+    Memoised and read-only: a run bootstraps dozens of metrics over the same units with the same seed,
+    and drawing and gathering were most of a warm run's metric time. A plan larger than
+    :data:`MEMO_CELLS`, or a seed that is not an integer, is drawn afresh (writable) and not kept.
     """
     if k * n_resamples > MEMO_CELLS or not isinstance(seed, int | np.integer):
         return _draw_counts(k, n_resamples, seed)
@@ -68,8 +69,10 @@ def resample_counts(k: int, n_resamples: int, seed: int) -> FloatArray:
 
 def _draw_counts(k: int, n_resamples: int, seed: int) -> FloatArray:
     draws = np.random.default_rng(seed).integers(0, k, size=(n_resamples, k))
-    flat = (draws + k * np.arange(n_resamples)[:, None]).ravel()
-    return np.bincount(flat, minlength=n_resamples * k).reshape(n_resamples, k).astype(np.float64)
+    draws += k * np.arange(n_resamples)[:, None]  # in place: resample r's units are r*k .. r*k + k - 1
+    counts = np.bincount(draws.ravel(), minlength=n_resamples * k)
+    del draws  # no more than two [R, k] arrays at once, as the gather this replaces
+    return counts.reshape(n_resamples, k).astype(np.float64)
 
 
 def _too_few(k: int, unit: str) -> UndefinedCI | None:

@@ -40,12 +40,13 @@ def unembedding(model: Any) -> nn.Module:
 
 def lens_support(model: Any) -> str:
     """"" when the lens can read through ``model``, else why not: the adapter stores it in its
-    description, so a warm run knows a model is unsupported without loading it."""
+    description, so a warm run knows a model is unsupported without loading it. Runs at every load, so
+    a model whose accessors raise (``get_output_embeddings`` not implemented) is described, not refused."""
     try:
         final_norm(model)
         unembedding(model)
-    except LensUnsupported as e:
-        return str(e)
+    except (LensUnsupported, NotImplementedError, AttributeError) as e:
+        return str(e) or type(e).__name__
     return ""
 
 

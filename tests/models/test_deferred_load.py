@@ -221,5 +221,10 @@ def test_lens_support_names_what_is_missing() -> None:
             super().__init__()
             self.norm = nn.LayerNorm(2)
 
+    class Unimplemented(NoHead):
+        def get_output_embeddings(self) -> nn.Module:
+            raise NotImplementedError
+
     assert lens_support(NoNorm()) == "NoNorm: no final norm found on NoNorm"
     assert lens_support(NoHead()) == "NoHead: no output embeddings (lm_head)"
+    assert lens_support(Unimplemented()) == "NotImplementedError"  # described, the load goes on

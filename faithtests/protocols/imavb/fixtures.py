@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # numpy, torch and scikit-learn are not imported at plugin lo
 
     from faithtests.models.interfaces import VisionLanguageModel
     from faithtests.models.store import OutputStore
-    from faithtests.protocols.imavb.pgla import PGLAResult
+    from faithtests.protocols.imavb.pgla import GateProbe, PGLAResult
     from faithtests.protocols.imavb.probes import Folds, ProbeResult
     from faithtests.protocols.imavb.records import PremiseRecord
     from faithtests.protocols.imavb.run import ChoiceRun, VariantRun
@@ -94,7 +94,7 @@ class PremiseData:
     store: OutputStore | None = None  # the session's --faith-cache store (text-baseline embeddings)
     _pgla: dict[tuple[int, Literal["shuffled", "fixed"]], PGLAResult] = field(default_factory=dict)
     _pgla_layer: dict[int, tuple[int, tuple[float, ...]]] = field(default_factory=dict)
-    _pgla_gate: dict[int, Any] = field(default_factory=dict)
+    _pgla_gate: dict[int, GateProbe] = field(default_factory=dict)
     _pgla_run: dict[int, ChoiceRun] = field(default_factory=dict)
     _gap: dict[int, tuple[list[ProbeResult], Folds]] = field(default_factory=dict)
     _emb: np.ndarray | None = None

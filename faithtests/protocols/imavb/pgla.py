@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import product
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -45,6 +45,12 @@ BUDGETS_PP: Final = (1.0, 2.0, 3.0, 10.0)
 TRAIN_SHARE: Final = 0.25
 N_FOLDS: Final = 5
 LAYER_FOLDS: Final = 4
+
+
+class GateProbe(Protocol):
+    """A fitted classifier with scikit-learn's ``predict_proba`` (App. G's gate probe)."""
+
+    def predict_proba(self, X: Any) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -197,13 +203,14 @@ def pgla_layer(
 
 
 def pgla_gate(states: ArrayLike, layer: int, splits: Sequence[str], stimuli: Sequence[object], *,
-              seed: int = 0) -> Any:
+              seed: int = 0) -> GateProbe:
     """The App. G gate probe (:func:`train_gate_probe`) on ``states[layer]`` of the probe-training
     stimuli (:func:`split_stimuli`), labelled misleading or not."""
     h = np.asarray(np.asarray(states)[layer], dtype=np.float64)
     tr = np.flatnonzero(split_stimuli(stimuli, seed=seed))
     mis = np.array([str(splits[int(i)]).startswith("misleading") for i in tr], dtype=np.bool_)
-    return train_gate_probe(h[tr], mis, seed=seed)
+    probe: GateProbe = train_gate_probe(h[tr], mis, seed=seed)
+    return probe
 
 
 @dataclass(frozen=True)
@@ -257,7 +264,7 @@ def pgla_cv(
     *,
     beta_logits: ArrayLike | None = None,
     layer: tuple[int, tuple[float, ...]] | None = None,
-    gate: Any | None = None,
+    gate: GateProbe | None = None,
     seed: int = 0,
 ) -> PGLAResult:
     """App. G end to end on one model: ``states`` [L, N, D] (l* is chosen on the probe-training

@@ -19,6 +19,7 @@ from faithtests.protocols.imavb.pgla import (
     pgla_gate,
     pgla_layer,
     split_stimuli,
+    train_gate_probe,
 )
 from faithtests.protocols.imavb.records import PremiseRecord
 from faithtests.protocols.imavb.run import pgla_hooks
@@ -110,6 +111,11 @@ def test_a_shared_layer_and_gate_give_the_same_result() -> None:
                      gate=pgla_gate(h, layer[0], splits, stim, seed=1), seed=1)
     assert np.array_equal(shared.p_mis, alone.p_mis) and shared.configs == alone.configs
     assert np.array_equal(shared.pgla_correct, alone.pgla_correct)
+    # the gate is App. G's: the MLP on l*'s states of the probe-training stimuli, labelled misleading
+    tr = split_stimuli(stim, seed=1)
+    direct = train_gate_probe(h[layer[0]][tr], mis[tr], seed=1)
+    gate = pgla_gate(h, layer[0], splits, stim, seed=1)
+    assert np.array_equal(gate.predict_proba(h[layer[0]]), direct.predict_proba(h[layer[0]]))
 
 
 def test_bal_of_is_eq1_per_split_not_pooled() -> None:
