@@ -38,7 +38,14 @@ from faithtests.models.interfaces import Attentions, Decision, Hooks, Prompt
 from faithtests.models.prefix import ForwardRunner, Reduce
 from faithtests.models.prompt_keys import caption_keys, check_prompts, image_groups, prompt_keys
 from faithtests.models.prompting import EncodedBatch, encode_batch, encode_with_answers, option_token_ids
-from faithtests.models.store import ARRAY_CODEC, TEXT_CODEC, OutputStore, hooks_key, model_namespace
+from faithtests.models.store import (
+    ARRAY_CODEC,
+    TEXT_CODEC,
+    OutputStore,
+    check_described,
+    hooks_key,
+    model_namespace,
+)
 from faithtests.models.truncation import TruncationCounter, hf_lengths, known_limit
 
 if TYPE_CHECKING:
@@ -122,10 +129,7 @@ class HFVisionLanguageModel:
         """Load the processor and the weights (once); a deferred adapter checks they are what it was told."""
         if self._heavy is None:
             heavy = load_vlm(self._path, self.dtype, self.device, self._local_only, self._device_map)
-            if self._meta is not None and describe_vlm(heavy.model) != self._meta:
-                raise RuntimeError(f"{self.spec}: the loaded model is not the one described in the output "
-                                   f"cache ({describe_vlm(heavy.model)} vs {self._meta}); delete the cache "
-                                   "directory")
+            check_described(self.spec, describe_vlm(heavy.model), self._meta)
             self._heavy, self.device = heavy, heavy.device
         return self._heavy
 

@@ -28,7 +28,7 @@ from faithtests.models.checks import header_parameter_count, open_clip_dir
 from faithtests.models.errors import CheckpointError, ModelNotFoundError, ModelSpecError
 from faithtests.models.open_clip_checks import load_error, resized_pos_embeds
 from faithtests.models.scorer_base import CachedDualEncoder
-from faithtests.models.store import OutputStore
+from faithtests.models.store import OutputStore, check_described
 from faithtests.models.truncation import open_clip_lengths
 
 if TYPE_CHECKING:
@@ -200,9 +200,8 @@ class OpenClipScorer(CachedDualEncoder):
     def _loaded(self) -> _Loaded:
         if self._heavy is None:
             described, loaded = self._load_open_clip(self.spec, self.device, self.dtype)
-            if described != self._description:  # (kept unloaded: every later call fails the same way)
-                raise RuntimeError(f"{self.spec}: the loaded model is not the one the output cache describes "
-                                   f"({described} vs {self._description}); delete the cache directory")
+            # a mismatch keeps the model unloaded, so every later call fails the same way
+            check_described(self.spec, described, self._description)
             self._heavy = loaded
         return self._heavy
 

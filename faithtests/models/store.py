@@ -134,6 +134,14 @@ def decode_array(blob: bytes) -> torch.Tensor:
     return torch.from_numpy(array)
 
 
+def check_described(spec: str, found: Mapping[str, Any], described: Mapping[str, Any] | None) -> None:
+    """A deferred adapter's model, once loaded, must be the one its stored description (``described``,
+    None for an adapter loaded at once) says: else the stored rows would answer for another model."""
+    if described is not None and dict(found) != dict(described):
+        raise RuntimeError(f"{spec}: the loaded model is not the one the output cache describes "
+                           f"({dict(found)} vs {dict(described)}); delete the cache directory")
+
+
 @dataclass
 class StoreStats:
     """Rows served from disk (``hits``), computed and written (``writes``), and rows that could not be

@@ -228,3 +228,19 @@ def test_lens_support_names_what_is_missing() -> None:
     assert lens_support(NoNorm()) == "NoNorm: no final norm found on NoNorm"
     assert lens_support(NoHead()) == "NoHead: no output embeddings (lm_head)"
     assert lens_support(Unimplemented()) == "NotImplementedError"  # described, the load goes on
+
+
+def test_a_vlm_unlike_its_description_fails_on_its_first_miss(tiny_dir: Callable[[str], Path],
+                                                              images: list[Any], tmp_path: Path) -> None:
+    """The same check as open_clip's (store.check_described): the loaded HF model must match the record."""
+    src, cache = tiny_dir("llava"), tmp_path / "cache"
+    cold = _load(f"hf:{src}", cache)
+    store, ns = OutputStore(cache), cold.store_namespace
+    described = store.description(ns)
+    assert described is not None
+    store.describe(ns, {**described, "num_layers": described["num_layers"] + 1})
+    wrong = _load(f"hf:{src}", cache)
+    assert not wrong.loaded
+    with pytest.raises(RuntimeError, match="not the one the output cache describes"):
+        wrong.decide([Prompt(images=(images[0],), text="Which?\nA. yes\nB. no")], ("A", "B"))
+    assert not wrong.loaded
