@@ -205,13 +205,16 @@ def test_vlm_attentions_are_stored_per_row(
     cold = _vlm(src, OutputStore(tmp_path))
     first = cold.attentions(prompts[:2])
     both = cold.attentions(prompts)  # rows 0-1 stored, row 2 computed
+    # `both` came from batches of 2 and 1, `plain` from one batch of 3: padding and batch size change
+    # the float32 reduction order on some CPUs' kernels, so across compositions equality is within
+    # float32 rounding (1e-6 on weights in [0, 1]); the store round trip itself is checked bit-exact.
     for a, b in zip(both.weights, plain.weights, strict=True):
-        assert torch.equal(a, b)
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
     assert both.spans == plain.spans and first.weights[0].shape[-1] < both.weights[0].shape[-1]
 
     warm = _vlm(src, OutputStore(tmp_path))
-    again = warm.attentions(prompts)
-    assert all(torch.equal(a, b) for a, b in zip(again.weights, plain.weights, strict=True))
+    again = warm.attentions(prompts)  # every row from the store: exactly what the cold run stored
+    assert all(torch.equal(a, b) for a, b in zip(again.weights, both.weights, strict=True))
     assert again.spans == plain.spans
     assert warm.store.stats(warm.store_namespace).as_dict() == {"hits": 3, "writes": 0, "uncacheable": 0}
 
@@ -220,6 +223,7 @@ def test_vlm_attentions_are_stored_per_row(
 
     changed = warm.attentions(prompts, Hooks(attention={0: halve}, tag="halve"))
     assert warm.store.stats(warm.store_namespace).writes == 3
+    # one batch of 3 like `plain`: the same composition, so the halving is exact
     assert torch.equal(changed.weights[0], plain.weights[0] * 0.5)
 
 
