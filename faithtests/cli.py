@@ -73,8 +73,13 @@ def _count(text: str) -> int:
 
 
 def _run_gate(sc: Scorecard) -> GateMode:
-    """The gate run B was gated with (its fingerprint), so ``compare`` repeats the pytest gate's verdict;
-    ``point`` for a scorecard that recorded none."""
+    """The regression rule run B was gated with (its fingerprint), so ``compare`` repeats the pytest
+    gate's verdict: ``ci`` for ``regression: paired`` (the default since it was recorded), ``point`` for
+    ``regression: point``; a scorecard from before that field: ``ci`` if it was run with ``--faith-gate
+    ci``, else ``point`` (the rule it was gated with then)."""
+    recorded = sc.fingerprint.get("regression")
+    if recorded in ("paired", "point"):
+        return "ci" if recorded == "paired" else "point"
     return "ci" if sc.fingerprint.get("gate") == "ci" else "point"
 
 
@@ -82,9 +87,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from faithtests.scorecard.baseline import compare, format_comparison
 
     baseline, current = _read(args.a), _read(args.b)
-    gate = args.gate or _run_gate(current)
-    comparison = compare(current, baseline, args.tolerance, checked_only=not args.all, gate=gate)
-    status = 1 if comparison.regressions else 0
+    gate: GateMode = "ci" if args.regression == "paired" else "point" if args.regression else (
+        args.gate or _run_gate(current))
+    every = args.all or current.fingerprint.get("regression_all") is True
+    comparison = compare(current, baseline, args.tolerance, checked_only=not every, gate=gate)
+    missing = comparison.missing
+    status = 1 if comparison.regressions or (missing and not args.allow_missing) else 0
     if args.csv is not None:
         from faithtests.scorecard.frames import deltas_frame
 
@@ -101,11 +109,21 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     else:
         print(f"baseline: {args.a}\ncurrent:  {args.b}")
         print(format_comparison(comparison, show_unchanged=not args.changed_only, max_flips=args.max_flips))
-        if not args.all:
+        if not every:
             print("compared the checked metrics only (--all: every metric)")
-        if status:
+        if comparison.regressions:
             n, tol = len(comparison.regressions), comparison.tolerance
             print(f"FAIL: {n} regression(s) beyond tolerance {tol}: exit status 1")
+        if missing:
+            tests = sorted({d.test for d in missing})
+            verdict = ("allowed by --allow-missing" if args.allow_missing
+                       else "exit status 1 (--allow-missing if B is a partial selection)")
+            print(f"{'note' if args.allow_missing else 'FAIL'}: {len(missing)} baseline result(s) of "
+                  f"{len(tests)} test(s) are missing from B: {', '.join(tests[:5])}"
+                  f"{' ...' if len(tests) > 5 else ''}; {verdict}")
+    if args.json and missing and not args.allow_missing:
+        print(f"faithtests compare: {len(missing)} baseline result(s) missing from B: exit status 1",
+              file=sys.stderr)
     return status
 
 
@@ -213,9 +231,15 @@ def build_parser() -> argparse.ArgumentParser:
         default="0",
         help="absolute (0.01) or relative (5%%) slack before a move counts as a regression",
     )
+    p.add_argument("--regression", choices=("paired", "point"), default=None,
+                   help="paired: a regression needs the delta's 95%% CI (paired on shared items, McNemar "
+                        "for 0/1 outcomes, else unpaired) beyond the tolerance; point: the point estimate "
+                        "moved beyond it (default: the rule run B was gated with)")
     p.add_argument("--gate", choices=("point", "ci"), default=None,
-                   help="point: a move of the point estimate beyond the tolerance regresses; ci: only a "
-                        "delta whose 95%% CI lies beyond it (default: the gate run B used, else point)")
+                   help="older spelling of --regression: ci = paired, point = point")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="baseline results missing from B (a partial selection) do not make the exit "
+                        "status 1")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--csv", metavar="PATH", default=None,
                    help="also write one row per metric (pandas-ready) to PATH; '-': only the CSV, on stdout")

@@ -247,7 +247,7 @@ def test_hidden_stress(faith: Faith, s3e_data: S3EData, faith_seed: int) -> None
     strict = strict_correct(s3e_data.logits[:, :, STRESS])
     if strict.sum() < S3E_MIN_SUPPORT:  # Eqs. 3–5 live on strict-correct items; low support is no verdict
         faith.metric("Delta_lex", float("nan"), n=int(strict.sum()), higher_is_better=False)
-        faith.check("Delta_lex")
+        faith.check("Delta_lex", min_n=S3E_MIN_SUPPORT, unit="strict-correct items")  # INSUFFICIENT
     selection = select_layer(S, strict, reference=S3E_ANCHOR)  # frozen: chosen once on the base model
     summary = summarize_s3e(S, s3e_data.logits, selection, dist=stress_pres_distance(s3e_data.states),
                             stress_types=[r.stress_type for r in s3e_data.records],

@@ -1,9 +1,19 @@
-"""Counting invalid rows by kind: the one rule every loader and runner follows (never a silent drop)."""
+"""Counting invalid rows by kind: the one rule every loader and runner follows (never a silent drop).
+
+Kinds are plain names; a model output that is NaN or infinite is always :data:`NONFINITE` (the one kind
+the coverage rule treats as fatal, :mod:`faithtests.scorecard.kinds`), with what was non-finite given as
+``detail``, never spelt into the kind.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from faithtests.scorecard.kinds import NONFINITE, is_fatal
+
+__all__ = ["EXAMPLES_PER_KIND", "NONFINITE", "Counted", "CountsInvalid", "invalid_rows", "is_fatal",
+           "jsonl_files"]
 
 #: Rows named per kind (the scorecard shows them as examples; the count is always complete).
 EXAMPLES_PER_KIND = 5
@@ -11,16 +21,30 @@ EXAMPLES_PER_KIND = 5
 
 class CountsInvalid:
     """Mixin for a (data)class with ``invalid: dict[str, int]`` and ``examples: dict[str, list[str]]``
-    fields: :meth:`reject` counts one row of ``kind`` and names the first few."""
+    fields: :meth:`reject` counts one row of ``kind`` and names the first few. A class that also has
+    ``out_of: dict[str, int]`` may count a kind out of a total of its own (``reject(..., out_of=N)``:
+    COCO annotations, not pairs), which :func:`invalid_rows` reports instead of the rows' total."""
 
     invalid: dict[str, int]
     examples: dict[str, list[str]]
 
-    def reject(self, kind: str, where: str) -> None:
+    def reject(self, kind: str, where: str, *, detail: str = "", out_of: int | None = None) -> None:
+        """Count one row of ``kind``; ``detail`` (what was wrong: "letter logits", "empty mask") goes
+        into the example, so kinds stay one vocabulary."""
         self.invalid[kind] = self.invalid.get(kind, 0) + 1
         named = self.examples.setdefault(kind, [])
         if len(named) < EXAMPLES_PER_KIND:
-            named.append(where)
+            named.append(f"{where}: {detail}" if detail else where)
+        if out_of is not None:
+            totals: dict[str, int] | None = getattr(self, "out_of", None)
+            if totals is None:
+                raise TypeError(f"{type(self).__name__} has no out_of field: cannot count {kind!r} out of "
+                                "a total of its own")
+            totals[kind] = out_of
+
+    def totals(self) -> dict[str, int]:
+        """Kinds counted out of a total of their own (``reject(..., out_of=...)``)."""
+        return dict(getattr(self, "out_of", {}))
 
 
 @dataclass
@@ -29,13 +53,20 @@ class Counted(CountsInvalid):
 
     invalid: dict[str, int] = field(default_factory=dict)
     examples: dict[str, list[str]] = field(default_factory=dict)
+    out_of: dict[str, int] = field(default_factory=dict)  # kind -> its own total (else the rows')
+
+    @classmethod
+    def copy_of(cls, part: CountsInvalid) -> Counted:
+        """A copy of any counter's counts, examples and own totals."""
+        return cls(dict(part.invalid), {k: list(v) for k, v in part.examples.items()}, part.totals())
 
 
 def invalid_rows(loaded: CountsInvalid, loaded_total: int, checked: CountsInvalid,
                  checked_total: int) -> list[tuple[str, int, int, list[str]]]:
-    """(kind, count, out of, examples) of a loader's rejections (out of the rows it read) and then of a
-    later check's (e.g. images that fail to decode, out of the records it checked), sorted by kind."""
-    return [(k, v, total, part.examples.get(k, []))
+    """(kind, count, out of, examples) of a loader's rejections (out of the rows it read, or the kind's
+    own total) and then of a later check's (e.g. images that fail to decode, out of the records it
+    checked), sorted by kind."""
+    return [(k, v, part.totals().get(k, total), part.examples.get(k, []))
             for part, total in ((loaded, loaded_total), (checked, checked_total))
             for k, v in sorted(part.invalid.items())]
 

@@ -14,7 +14,7 @@ import difflib
 import importlib.util
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,30 @@ BUILTIN_PREFIXES = ("reference:", "open_clip:", "hf:", "vlm-scorer:", PY_PREFIX)
 _OPEN_CLIP_PREFERRED = ("open_clip_model.safetensors", "open_clip_pytorch_model.safetensors",
                         "open_clip_pytorch_model.bin", "open_clip_pytorch_model.pth", "model.safetensors",
                         "pytorch_model.bin", "pytorch_model.pth", "model.pth")
+
+
+#: Threshold families the built-in adapters declare whatever the checkpoint: open_clip / HF dual encoders
+#: "clip" or "siglip", and the score kinds ("cosine"; a VLM scorer's "caption_mean_logprob"). An HF
+#: adapter also declares its config's model_type (any transformers model type).
+BUILTIN_FAMILIES = ("clip", "siglip", "cosine", "caption_mean_logprob")
+
+
+def is_plugin_spec(spec: str) -> bool:
+    """A ``py:`` spec or one of a registered entry-point prefix: its family is the plug-in's to say."""
+    return spec.startswith(PY_PREFIX) or spec.split(":", 1)[0] in plugin_prefixes()
+
+
+def unknown_families(names: Sequence[str]) -> list[str]:
+    """The names no adapter can declare: neither built-in nor a transformers model type."""
+    rest = [n for n in names if n.lower() not in BUILTIN_FAMILIES]
+    if not rest:  # the common case: no transformers import (about a second) at every start
+        return []
+    try:
+        from transformers.models.auto import configuration_auto
+    except ImportError:
+        return rest
+    types: Mapping[str, str] = getattr(configuration_auto, "CONFIG_MAPPING_NAMES", {})  # not re-exported
+    return [n for n in rest if n.lower() not in types]
 
 
 def known_prefixes() -> tuple[str, ...]:

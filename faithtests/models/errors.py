@@ -19,3 +19,8 @@ class UnsupportedModelError(ValueError):
 class CheckpointError(ValueError):
     """A checkpoint was found but cannot be used as it is: a truncated or corrupt file, an unreadable config,
     weights that do not fit the configured architecture, or a resize the user did not ask for."""
+
+
+class PluginContractError(TypeError):
+    """A plug-in model (``py:`` or entry point) or a user's judge returned something its protocol does not
+    allow (a list for a tensor, a wrong shape, None for text, a non-finite count); names the plug-in."""

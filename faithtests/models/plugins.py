@@ -8,7 +8,9 @@ A factory receives, as keyword arguments, those of ``device`` (``torch.device``)
 (``torch.dtype``) and ``batch_size`` (int) that its signature declares (all of them with ``**kwargs``).
 What it returns must satisfy :class:`~faithtests.models.interfaces.ImageTextScorer` or
 :class:`~faithtests.models.interfaces.VisionLanguageModel`; anything else is refused at load with the
-members it lacks, not when a suite first calls a missing method.
+members it lacks, not when a suite first calls a missing method. What it returns from each protocol call
+is then checked too (:mod:`.contracts`: tensors of the protocol's shapes, unit-length embeddings, a list of
+str from ``generate``), so a breach names the plug-in rather than failing deep inside a metric.
 """
 
 from __future__ import annotations
@@ -57,12 +59,14 @@ def missing_members(obj: Any, protocol: type) -> list[str]:
 
 
 def checked(spec: str, obj: Any) -> Any:
-    """``obj`` if it satisfies one of the two model protocols, else an error naming what each one lacks."""
+    """``obj``, its calls checked (:class:`~.contracts.ContractChecked`), if it satisfies one of the two
+    model protocols, else an error naming what each one lacks."""
+    from faithtests.models.contracts import ContractChecked
     from faithtests.models.interfaces import ImageTextScorer, VisionLanguageModel
 
     gaps = {p.__name__: missing_members(obj, p) for p in (ImageTextScorer, VisionLanguageModel)}
     if not all(gaps.values()):
-        return obj
+        return ContractChecked(spec, obj)
     lacking = " nor ".join(f"an {name} (missing: {', '.join(g)})" if name[0] in "AEIOU"
                            else f"a {name} (missing: {', '.join(g)})" for name, g in gaps.items())
     raise UnsupportedModelError(

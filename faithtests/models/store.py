@@ -22,7 +22,8 @@ import hashlib
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -176,15 +177,22 @@ class OutputStore:
             )
             self._db.commit()
         except sqlite3.DatabaseError as err:
-            raise sqlite3.DatabaseError(
-                f"--faith-cache: {self.path} is not a usable cache ({err}); delete it to start afresh"
-            ) from err
+            raise self._unusable(err) from err
+
+    def _unusable(self, err: sqlite3.DatabaseError) -> sqlite3.DatabaseError:
+        """The error to raise for ``err``: a damaged file (garbage, or a valid header over malformed pages,
+        found only when a read reaches them) is named with the advice to delete it; an operational
+        failure (locked, disk full) is named with the path only: deleting would not help."""
+        if isinstance(err, sqlite3.OperationalError):
+            return sqlite3.OperationalError(f"--faith-cache: {self.path}: {err}")
+        return sqlite3.DatabaseError(
+            f"--faith-cache: {self.path} is not a usable cache ({err}); delete it to start afresh")
 
     def get(self, namespace: str, keys: Sequence[str]) -> dict[str, bytes]:
         """The stored values among ``keys`` (absent keys are simply missing from the result)."""
         found: dict[str, bytes] = {}
         unique = list(dict.fromkeys(keys))
-        with self._lock:
+        with self._lock, self._named():
             for start in range(0, len(unique), 500):  # SQLite's bound-parameter limit
                 chunk = unique[start : start + 500]
                 marks = ",".join("?" * len(chunk))
@@ -194,8 +202,15 @@ class OutputStore:
                 found.update((str(k), bytes(v)) for k, v in rows)
         return found
 
+    @contextmanager
+    def _named(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.DatabaseError as err:
+            raise self._unusable(err) from err
+
     def put(self, namespace: str, items: Mapping[str, bytes]) -> None:
-        with self._lock:
+        with self._lock, self._named():
             self._db.executemany(
                 "INSERT OR REPLACE INTO outputs (ns, key, value) VALUES (?, ?, ?)",
                 [(namespace, k, v) for k, v in items.items()],
@@ -220,7 +235,7 @@ class OutputStore:
         return self._stats.setdefault(owner or "", StoreStats())
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._lock, self._named():
             return int(self._db.execute("SELECT COUNT(*) FROM outputs").fetchone()[0])
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from faithtests.config import settings as protocol_settings
 from faithtests.plugin.lifecycle import ReportLock, missing_message
 from faithtests.plugin.options import FAITH_THRESHOLDS, FaithOptions
 from faithtests.scorecard.baseline import Comparison, compare
@@ -33,7 +34,11 @@ from faithtests.scorecard.summary import summary_lines
 PROPERTY = "faithtests"  # user_properties name carrying a TestRecord (JSON)
 TEARDOWN_PROPERTY = "faithtests-teardown"  # a teardown error of a recorded test (JSON message)
 MODELS_PROPERTY = "faithtests-models"  # model info registered by session fixtures (JSON)
+INSUFFICIENT_PROPERTY = "faithtests-insufficient"  # the test stopped for too little data (its reason)
 MESSAGE_CHARS = 1000
+#: Exit status of a run whose only problem is INSUFFICIENT checks (no FAIL, regression or error), unless
+#: --faith-allow-insufficient; pytest's own codes are 0-5.
+EXIT_INSUFFICIENT = 6
 
 
 
@@ -114,6 +119,14 @@ class Controller:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.lock.release()
 
+    def pytest_report_teststatus(
+        self, report: pytest.TestReport, config: pytest.Config
+    ) -> tuple[str, str, tuple[str, dict[str, bool]]] | None:
+        """A test stopped for too little data shows as ``I`` / ``INSUFFICIENT``, counted apart."""
+        if report.when == "call" and any(n == INSUFFICIENT_PROPERTY for n, _ in report.user_properties):
+            return "insufficient", "I", ("INSUFFICIENT", {"yellow": True})
+        return None
+
     def _add(self, rec: TestRecord, nodeid: str) -> None:
         key = test_key(rec.test)
         if self.nodeids.setdefault(key, nodeid) != nodeid:
@@ -162,7 +175,8 @@ class Controller:
         workers = self.config.getoption("numprocesses", None)
         from faithtests.plugin import shard  # registered after this module is imported (see __init__)
 
-        return build_fingerprint(
+        regression = {"regression": self.opts.regression, "regression_all": self.opts.regression_all}
+        return regression | build_fingerprint(
             root=self.config.rootpath,
             start=self.start,
             end=now_iso(),
@@ -178,7 +192,7 @@ class Controller:
             workers=workers if isinstance(workers, int) else None,
             limit=self.opts.limit,
             data=self.run_fields()["data"],
-        ) | shard.fingerprint(self.config)
+        ) | shard.fingerprint(self.config) | {"settings": protocol_settings(self.config)}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -213,7 +227,8 @@ class Controller:
         ).sorted()
         path = baseline_file(self.opts.baseline) if self.opts.baseline is not None else None
         if self.baseline is not None and path is not None:
-            self.comparison = compare(sc, self.baseline, self.opts.tolerance, gate=self.opts.gate)
+            self.comparison = compare(sc, self.baseline, self.opts.tolerance, gate=self.opts.regression_gate,
+                                      checked_only=not self.opts.regression_all)
             sc.baseline = str(path)
             sc.regressions = [d.to_json() for d in self.comparison.regressions]
             if sc.regressions and not self.opts.update_baseline:
@@ -228,15 +243,79 @@ class Controller:
                 if session.exitstatus == pytest.ExitCode.OK:
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
                 self.notes.extend(missing_message(missing))
+        self._insufficient(sc, session)
         self.scorecard = sc
         self._write(sc, session)
         self.lock.release()
         if self.opts.update_baseline and path is not None:
-            if complete:
-                self.written.append(write_scorecard(sc, path))
-                self.notes.append(f"baseline updated: {path}")
-            else:
+            refused = self._refusals(sc)
+            if not complete:
                 self.notes.append(f"baseline NOT updated (run {sc.status}): {path}")
+            elif refused and not self.opts.force_update_baseline:
+                self.notes.append(f"ERROR: baseline NOT updated, the old one is intact ({path}): "
+                                  f"{'; '.join(refused)}; pass --faith-force-update-baseline to write it "
+                                  "anyway; exit status 1")
+                if session.exitstatus in (pytest.ExitCode.OK, EXIT_INSUFFICIENT):
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            else:
+                try:
+                    self.written.append(write_scorecard(sc, path))
+                except OSError as exc:  # a full disk or read-only place: say so, still print the summary
+                    intact = " (the old one, if any, is intact)"
+                    self._write_failed("the baseline", path, exc, session, intact)
+                    return
+                forced = f" (forced despite: {'; '.join(refused)})" if refused else ""
+                self.notes.append(f"baseline updated: {path}{forced}")
+
+    def _write_failed(self, what: str, path: Path, exc: OSError, session: pytest.Session,
+                      extra: str = "") -> None:
+        """One ERROR line naming the file and the system's reason; exit status 1 unless already worse."""
+        reason = exc.strerror or str(exc)
+        self.notes.append(f"ERROR: could not write {what} {path}: {reason}{extra}; exit status 1")
+        if session.exitstatus in (pytest.ExitCode.OK, EXIT_INSUFFICIENT):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _insufficient(self, sc: Scorecard, session: pytest.Session) -> None:
+        """INSUFFICIENT checks and tests: a note, and exit status 6 when nothing else failed (unless
+        --faith-allow-insufficient); they never count as a pass."""
+        short = [f"{r.suite}/{r.metric}" + (f"[{r.slice}]" if r.slice else "") + f" ({r.model or '-'})"
+                 for r in sc.results if r.verdict == "insufficient"]
+        short += [f"test {t.test}" for t in sc.tests
+                  if t.outcome == "insufficient" and not any(r.insufficient for r in t.results)]
+        if not short:
+            return
+        listed = ", ".join(short[:10]) + (" ..." if len(short) > 10 else "")
+        if self.opts.allow_insufficient:
+            self.notes.append(f"INSUFFICIENT: {len(short)} check(s) with too little data for a verdict "
+                              f"(accepted by --faith-allow-insufficient; not a pass): {listed}")
+            return
+        self.notes.append(f"INSUFFICIENT: {len(short)} check(s) with too little data for a verdict: "
+                          f"{listed}; exit status {EXIT_INSUFFICIENT} unless something failed "
+                          "(--faith-allow-insufficient accepts them)")
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = EXIT_INSUFFICIENT
+
+    def _refusals(self, sc: Scorecard) -> list[str]:
+        """Why this run must not replace the baseline (see --faith-force-update-baseline)."""
+        out: list[str] = []
+        bad = sorted(t.test for t in sc.tests if t.outcome in ("failed", "error", "crashed"))
+        if bad:
+            more = " ..." if len(bad) > 3 else ""
+            out.append(f"{len(bad)} test(s) failed or errored ({', '.join(bad[:3])}{more})")
+        if not sc.results or all(t.outcome == "skipped" for t in sc.tests):
+            out.append("every test was skipped or recorded nothing")
+        short = [r for r in sc.results if r.verdict == "insufficient"]
+        stuck = [t for t in sc.tests
+                 if t.outcome == "insufficient" and not any(r.insufficient for r in t.results)]
+        if short or stuck:
+            out.append(f"{len(short) + len(stuck)} INSUFFICIENT check(s) or step(s) with too little data")
+        if self.baseline is not None:
+            missing = self.comparison.missing if self.comparison is not None else []
+            n_base, n_run = len(self.baseline.results), len(sc.results)
+            if missing or n_run < n_base:
+                out.append(f"this run produced {n_run} result(s), the baseline holds {n_base} "
+                           f"({len(missing)} of them not produced: a -k selection or a renamed label?)")
+        return out
 
     def _write(self, sc: Scorecard, session: pytest.Session) -> None:
         out = self.opts.report_dir
@@ -247,9 +326,7 @@ class Controller:
         try:
             self.written.append(write_scorecard(sc, out / "scorecard.json"))
         except OSError as exc:
-            self.notes.append(f"ERROR: could not write {out / 'scorecard.json'}: {exc}")
-            if session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            self._write_failed("the scorecard", out / "scorecard.json", exc, session)
             return
         html_path = out / "scorecard.html"
         try:
@@ -262,9 +339,13 @@ class Controller:
             html_path.unlink(missing_ok=True)  # a stale HTML must not contradict the new JSON
             return
         try:
-            html = render_html(sc, self.baseline, tolerance=self.opts.tolerance, gate=self.opts.gate)
+            html = render_html(sc, self.baseline, tolerance=self.opts.tolerance,
+                               gate=self.opts.regression_gate)
             atomic_write_text(html_path, html)
             self.written.append(html_path)
+        except OSError as exc:
+            html_path.unlink(missing_ok=True)
+            self._write_failed("the HTML scorecard", html_path, exc, session)
         except Exception as exc:  # the JSON is written; report the HTML failure loudly, keep the run
             html_path.unlink(missing_ok=True)
             self.notes.append(f"ERROR: HTML rendering failed: {type(exc).__name__}: {exc}")

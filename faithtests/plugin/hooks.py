@@ -23,6 +23,7 @@ import pytest
 
 from faithtests.config import RUN_CONFIG, RunConfig
 from faithtests.plugin.controller import (
+    INSUFFICIENT_PROPERTY,
     MESSAGE_CHARS,
     MODELS_PROPERTY,
     PROPERTY,
@@ -43,7 +44,7 @@ from faithtests.plugin.options import (
     get_options,
     parse_options,
 )
-from faithtests.scorecard.model import TestRecord, test_key
+from faithtests.scorecard.model import InsufficientData, TestRecord, test_key
 from faithtests.scorecard.recording import Faith, FaithCheckFailed
 from faithtests.scorecard.scorecard import Scorecard, ScorecardError, read_scorecard
 from faithtests.scorecard.thresholds import ThresholdError, load_thresholds
@@ -245,6 +246,7 @@ def faith(request: pytest.FixtureRequest) -> Faith:
         max_exemplars=opts.max_exemplars,
         role=spec.role if (spec := model_param(item)) is not None else None,
         declared=request.config.stash[FAITH_DECLARED],
+        limit=opts.limit,
     )
     recorder.record.dataset = callspec_dataset(item)
     item.stash[FAITH_KEY] = recorder
@@ -288,6 +290,13 @@ def pytest_runtest_makereport(
     if FAITH_OPTIONS not in config.stash:
         return report
     props: list[tuple[str, object]] = []
+    exc = call.excinfo.value if call.when == "call" and call.excinfo is not None else None
+    short = exc if isinstance(exc, InsufficientData) and report.failed and wants_record(item) else None
+    if short is not None:
+        # too little data (a check's coverage, a probe on too few stimuli): INSUFFICIENT, not a failure;
+        # the controller's exit status says so (6) unless --faith-allow-insufficient
+        report.outcome, report.longrepr = "passed", None
+        props.append((INSUFFICIENT_PROPERTY, short.reason[:MESSAGE_CHARS]))
     infos, sent = config.stash[FAITH_MODEL_INFO], config.stash[_SENT_INFO]
     pending = {k: v for k, v in infos.items() if sent.get(k) != v}
     if pending:
@@ -302,10 +311,11 @@ def pytest_runtest_makereport(
                 record = recorder.record if recorder else TestRecord(record_test_id(item), suite_name(item))
             except ValueError as exc:  # a bad suite marker: keep the test, name the problem
                 record = TestRecord(record_test_id(item), "", message=str(exc))
-            record.outcome = _outcome(report)
+            record.outcome = "insufficient" if short is not None else _outcome(report)
             setup_s = item.stash.get(_SETUP_S, 0.0) if call.when == "call" else 0.0
             record.duration = report.duration + setup_s
-            record.message = _message(call, report) or record.message
+            record.message = (short.reason[:MESSAGE_CHARS] if short is not None
+                              else _message(call, report) or record.message)
             try:
                 payload = json.dumps(record.to_json(), allow_nan=False)
             except (TypeError, ValueError) as exc:  # never an INTERNALERROR: the record says what broke

@@ -26,17 +26,18 @@ torch is imported only inside the fixtures, never at plugin load.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from faithtests.data.names import DataNameError, resolve_path
-from faithtests.plugin import scaleout
+from faithtests.plugin import scaleout, usage
 from faithtests.plugin.distribution import group_name, worker_device
 from faithtests.plugin.options import (
     DEFAULT_SCORER,
     DEFAULT_VLM,
+    FAITH_THRESHOLDS,
     ModelSpec,
     Role,
     get_options,
@@ -76,8 +77,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     scaleout.add_options(parser)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config: pytest.Config) -> Generator[None, object, object]:
+    """Before xdist reads it: a crashing worker is restarted once, not 4 x -n times (usage module)."""
+    usage.default_max_worker_restart(config)
+    return (yield)
+
+
 @pytest.hookimpl(trylast=True)  # after faithtests.plugin.hooks has parsed the options
 def pytest_configure(config: pytest.Config) -> None:
+    # usage errors now, before any model loads: a device this machine lacks (else every test skipped),
+    # a batch size below 1, a threshold family no adapter declares, a baseline of other models
+    # (--collect-only loads nothing: listing a GPU run's tests, e.g. to plan shards, works on any machine)
+    usage.check_device(str(config.getoption("faith_device")), present=not config.option.collectonly)
+    usage.check_batch_size(config.getoption("faith_batch_size"))
+    specs = [*scorer_specs(config), *vlm_specs(config)]
+    if FAITH_THRESHOLDS in config.stash:
+        usage.check_families(config.stash[FAITH_THRESHOLDS], specs)
+    if names_any_model(config):  # the labels the user chose (bundled defaults: fixtures may register others)
+        usage.check_baseline_labels(config, [m.label for m in specs])
     requested_threads(config)  # a bad --faith-threads / faith_threads is a usage error now, not at load
     check_named_specs(config)  # a spec that cannot load is a usage error now, before any model loads
     cache_dir(config)  # a symlink loop in --faith-cache is a usage error now, not an INTERNALERROR later

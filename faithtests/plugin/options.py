@@ -31,6 +31,7 @@ _DEFAULTS_RULE = (f"default: the bundled {DEFAULT_SCORER} and {DEFAULT_VLM}, onl
 
 
 Role = Literal["scorer", "vlm"]
+RegressionTest = Literal["paired", "point"]
 _OPTION: dict[Role, str] = {"scorer": "--faith-model", "vlm": "--faith-vlm"}
 
 
@@ -92,6 +93,15 @@ class FaithOptions:
     max_exemplars: int = 8
     allow_missing: bool = False  # --faith-allow-missing: baseline keys absent from the run do not fail
     allow_mismatch: frozenset[str] = frozenset()  # --faith-allow-mismatch: fingerprint fields let differ
+    regression: RegressionTest = "paired"  # --faith-regression: the baseline gate's test
+    regression_all: bool = False  # --faith-regression-all: gate every metric, not only the checked ones
+    allow_insufficient: bool = False  # --faith-allow-insufficient: INSUFFICIENT checks do not fail the run
+    force_update_baseline: bool = False  # --faith-force-update-baseline: write it despite the refusals
+
+    @property
+    def regression_gate(self) -> GateMode:
+        """The rule ``baseline.compare`` applies: ``ci`` (paired / unpaired delta CI) or ``point``."""
+        return "ci" if self.regression == "paired" else "point"
 
     def model_specs(self) -> dict[str, str]:
         """label -> spec for every ``--faith-model`` and ``--faith-vlm``."""
@@ -172,6 +182,23 @@ def add_options(parser: pytest.Parser) -> None:
     opt("--faith-allow-mismatch", "faith_allow_mismatch",
         "compare against a baseline whose fingerprint differs in these fields: FIELD[,FIELD] of seed, "
         "limit, gate, data, thresholds, or all", metavar="FIELDS", ini_default="")
+    opt("--faith-regression", "faith_regression",
+        "the baseline gate's test: paired (default: the delta's 95%% CI on shared items, McNemar for 0/1 "
+        "outcomes, else the two runs' CIs, must lie beyond the tolerance) or point (the point estimate "
+        "moved beyond the tolerance)", choices=("paired", "point"), ini_default="paired")
+    g.addoption("--faith-regression-all", dest="faith_regression_all", action="store_true", default=None,
+                help="gate every recorded metric against the baseline, not only those with a threshold "
+                     "check (ini: faith_regression_all)")
+    parser.addini("faith_regression_all", "gate every metric against the baseline", type="bool",
+                  default=False)
+    g.addoption("--faith-allow-insufficient", dest="faith_allow_insufficient", action="store_true",
+                default=None, help="checks with too little data for a verdict (INSUFFICIENT) do not make "
+                "the exit status non-zero, e.g. for --faith-limit smoke runs (ini: faith_allow_insufficient)")
+    parser.addini("faith_allow_insufficient", "INSUFFICIENT checks do not fail the run", type="bool",
+                  default=False)
+    g.addoption("--faith-force-update-baseline", dest="faith_force_update_baseline", action="store_true",
+                default=False, help="with --faith-update-baseline: write the baseline even from a run with "
+                "failed, errored, skipped or INSUFFICIENT tests or fewer results than the baseline")
     parser.addini("faith_max_exemplars", "failure exemplars kept per test (default 8)", default="8")
     # default None (not the path) so that an explicitly configured file can be required to exist
     parser.addini(
@@ -268,6 +295,14 @@ def parse_options(config: pytest.Config) -> FaithOptions:
     except DataNameError as exc:
         raise pytest.UsageError(str(exc)) from None
 
+    regression = str(value("faith_regression")[0])
+    if regression not in ("paired", "point"):
+        raise pytest.UsageError(f"faith_regression: {regression!r} is not 'paired' or 'point'")
+
+    def flag(name: str) -> bool:
+        cli = config.getoption(name)
+        return bool(config.getini(name) if cli is None else cli)
+
     limit_text = str(value("faith_limit")[0] or "").strip()
     update = config.getoption("faith_update_baseline")
     allow_missing = config.getoption("faith_allow_missing")
@@ -292,4 +327,8 @@ def parse_options(config: pytest.Config) -> FaithOptions:
         max_exemplars=_int(str(config.getini("faith_max_exemplars")), "faith_max_exemplars", 0),
         allow_missing=bool(config.getini("faith_allow_missing") if allow_missing is None else allow_missing),
         allow_mismatch=_fields(str(value("faith_allow_mismatch")[0] or "")),
+        regression=cast(RegressionTest, regression),
+        regression_all=flag("faith_regression_all"),
+        allow_insufficient=flag("faith_allow_insufficient"),
+        force_update_baseline=bool(config.getoption("faith_force_update_baseline")),
     )

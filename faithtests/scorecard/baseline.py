@@ -13,8 +13,11 @@ Rules (documented in the README, "Baseline gate"):
 * The tolerance is absolute (``0.01``) or relative to ``|baseline value|`` (``5%``).
 * Keys only in the current run are *new*, keys only in the baseline are *missing*. The pytest gate
   fails on missing keys unless ``--faith-allow-missing`` (a gate that compares nothing must not pass).
-* ``checked_only``: only metrics with a threshold check (in either run) are compared (``faithtests
-  compare`` without ``--all``).
+* ``checked_only``: only metrics with a threshold check (in either run) are gated (the default of the
+  pytest gate and of ``faithtests compare``); the others are still compared and a move the gate's rule
+  would call a regression or an improvement is ``moved`` (listed, never gated). Missing and new keys
+  are counted over every metric either way: a result the run did not produce is missing whether it
+  carried a check or not.
 * Item flips: for tests and item sets present in both runs, items present in both whose outcome
   changed; a boolean outcome flips when it differs, a numeric one when it moved by more than the
   tolerance.
@@ -43,7 +46,7 @@ if TYPE_CHECKING:
 
 _EPS = 1e-9
 MAX_MOVED = 20  # moved items kept per key (good->bad first)
-Status = Literal["regression", "improvement", "within noise", "unchanged", "new", "missing"]
+Status = Literal["regression", "improvement", "within noise", "unchanged", "new", "missing", "moved"]
 Basis = Literal["paired", "unpaired", "point"]
 
 
@@ -120,6 +123,7 @@ class MetricDelta:
     ci_status: Status | None = None  # what gate ci says (== status under gate ci)
     moved: list[ItemFlip] = field(default_factory=list)  # items behind a paired delta, good->bad first
     n_moved: int = 0  # items that changed (``moved`` keeps the first MAX_MOVED)
+    gated: bool = True  # False: a metric without a threshold check under ``checked_only`` (listed only)
 
     @property
     def key(self) -> tuple[str, str, str, str, str]:
@@ -160,6 +164,7 @@ class MetricDelta:
             },
             "moved": [f.to_json() for f in self.moved],
             "n_moved": self.n_moved,
+            "gated": self.gated,
         }
 
 
@@ -180,6 +185,11 @@ class Comparison:
     @property
     def improvements(self) -> list[MetricDelta]:
         return self._with("improvement")
+
+    @property
+    def moved(self) -> list[MetricDelta]:
+        """Metrics without a threshold check that moved (not gated under ``checked_only``)."""
+        return self._with("moved")
 
     @property
     def new(self) -> list[MetricDelta]:
@@ -317,15 +327,16 @@ def compare(
     tol = Tolerance.parse(tolerance)
     cur = {r.key: r for r in current.results}
     base = {r.key: r for r in baseline.results}
-    if checked_only:
-        checked = {k for k, r in (*cur.items(), *base.items()) if r.passed is not None}
-        cur = {k: r for k, r in cur.items() if k in checked}
-        base = {k: r for k, r in base.items() if k in checked}
+    checked = {k for k, r in (*cur.items(), *base.items()) if r.passed is not None}
     deltas: list[MetricDelta] = []
     for key in sorted(cur.keys() | base.keys()):
         c, b = cur.get(key), base.get(key)
         if c is not None and b is not None:
-            deltas.append(_judged(b, c, tol, gate, resamples))
+            d = _judged(b, c, tol, gate, resamples)
+            if checked_only and key not in checked:  # no threshold check: listed as moved, never gated
+                d = replace(d, gated=False,
+                            status="moved" if d.status in ("regression", "improvement") else d.status)
+            deltas.append(d)
         elif c is not None:
             deltas.append(_delta(c, None, c.value, "new"))
         elif b is not None:
@@ -388,7 +399,7 @@ def format_comparison(c: Comparison, *, show_unchanged: bool = True, max_flips: 
     CI and its basis, the paired counts, and the ``ci`` gate's verdict), the items behind each
     regression, then item flips. The test column tells apart one metric recorded by two tests
     (``test_x[all]`` records ``PR[type=color]`` once per data set)."""
-    shown = [d for d in c.deltas if show_unchanged or d.status != "unchanged"]
+    shown = [d for d in c.deltas if (show_unchanged or d.status != "unchanged") and d.gated]
     rows = [
         [
             d.status.upper() if d.status == "regression" else d.status,
@@ -414,7 +425,10 @@ def format_comparison(c: Comparison, *, show_unchanged: bool = True, max_flips: 
         f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s), "
         f"{len(c.new)} new, {len(c.missing)} missing (tolerance {c.tolerance}, gate {c.gate})"
     )
-    noise = c._with("within noise")
+    if c.moved:
+        out.append(f"{len(c.moved)} metric(s) without a threshold check moved (listed, not gated; "
+                   "--json lists them, --all gates them)")
+    noise = [d for d in c._with("within noise") if d.gated]
     if noise:
         out.append(f"{len(noise)} move(s) beyond the tolerance within noise (the delta CI includes it)")
     for d in c.regressions:

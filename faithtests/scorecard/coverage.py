@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from faithtests.scorecard.kinds import NONFINITE, is_fatal
 from faithtests.scorecard.model import InvalidCount, MetricResult, TestRecord
 from faithtests.scorecard.scorecard import Scorecard
 from faithtests.scorecard.thresholds import CoverageRule
 
-#: Invalid-count kind of model outputs that are NaN or infinite (counted per item, fail the checks).
-NONFINITE = "non-finite score"
+__all__ = ["NONFINITE", "DatasetCoverage", "coverage_line", "coverage_problem", "input_coverage",
+           "truncation_lines"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,25 @@ def input_coverage(sc: Scorecard) -> list[DatasetCoverage]:
     return sorted(out, key=lambda c: (c.dataset, c.kind, c.model, c.variant))
 
 
+def truncation_lines(sc: Scorecard) -> list[str]:
+    """One coverage line per model and input kind whose inputs were cut at the model's context length
+    (the fingerprint's ``truncated_inputs``, :mod:`faithtests.models.truncation`): the model scored a
+    shorter text than the data holds, e.g. ``coverage model clip: 12 of 500 captions truncated to its
+    77-token context (2.4%; longest 131 tokens)``. None when nothing was cut."""
+    out: list[str] = []
+    models = sc.fingerprint.get("models")
+    for label, info in sorted(models.items()) if isinstance(models, dict) else ():
+        counts = info.get("truncated_inputs") if isinstance(info, dict) else None
+        for kind, c in sorted(counts.items()) if isinstance(counts, dict) else ():
+            n, of = (c.get("truncated"), c.get("checked")) if isinstance(c, dict) else (None, None)
+            if not isinstance(n, int) or n <= 0:
+                continue
+            pct = f"{n / of:.1%}; " if isinstance(of, int) and of > 0 else ""
+            out.append(f"coverage model {label}: {n} of {of} {kind}s truncated to its {c.get('limit')}-token "
+                       f"context ({pct}longest {c.get('longest_tokens')} tokens)")
+    return out
+
+
 def coverage_line(c: DatasetCoverage) -> str:
     """``coverage sugarcrepe: 7300 of 7347 inputs missing image (99.4%)``."""
     where = c.dataset or "(no dataset)"
@@ -91,14 +111,14 @@ def coverage_problem(r: MetricResult, invalid: Iterable[InvalidCount], rule: Cov
     """Why the check ``r`` has too little usable data for a verdict, or None. ``invalid`` are its test's
     counts so far; those of another model/variant are ignored (model-less ones apply to every model)."""
     mine = [i for i in invalid if i.model in ("", r.model) and i.variant == r.variant and i.count]
-    problems = [_nonfinite_problem(i) for i in mine if i.kind == NONFINITE]
+    problems = [_nonfinite_problem(i) for i in mine if is_fatal(i.kind)]  # the kind, never a pattern
     if r.n is not None and r.n < rule.min_n:
         problems.append(f"n={r.n} < min_n {rule.min_n} (too few items for a verdict)")
     # kinds out of one total add up (30% missing images and 30% unparseable answers leave 40% valid);
     # an input is rejected under one kind, so the sum does not count it twice
     by_total: dict[int, list[InvalidCount]] = {}
     for i in mine:
-        if i.total and i.kind != NONFINITE:
+        if i.total and not is_fatal(i.kind):
             by_total.setdefault(i.total, []).append(i)
     for total, kinds in sorted(by_total.items()):
         bad = min(total, sum(i.count for i in kinds))
@@ -111,3 +131,22 @@ def coverage_problem(r: MetricResult, invalid: Iterable[InvalidCount], rule: Cov
         return None
     return "; ".join(problems) + f" [coverage rule from {rule.source}]"
 
+
+
+def short_of_data(r: MetricResult, gate: str, ok: bool, op: str, threshold: float, limit: int | None,
+                  min_n: int | None, unit: str = "items") -> list[str]:
+    """Why a check has too little data beyond the coverage rule (issue 31: INSUFFICIENT, not FAIL): fewer
+    than the check's own ``min_n`` (``n`` counts ``unit``), an undefined CI under gate ``ci`` (no bound
+    to compare), or, under ``--faith-limit``, a point failure whose 95% CI reaches past the threshold
+    (the reduced sample cannot confirm it; on the whole data the point gate's verdict stands)."""
+    out: list[str] = []
+    if min_n is not None and (r.n is None or r.n < min_n):
+        out.append(f"needs >= {min_n} {unit}, got {r.n if r.n is not None else 'none'}")
+    if gate == "ci" and r.ci is None and r.value is not None:
+        out.append(f"CI {r.ci_note or 'undefined'}: no bound to compare")
+    if limit is not None and gate == "point" and not ok and r.ci is not None and r.value is not None:
+        far = r.ci[1] if op in (">=", ">") else r.ci[0]  # the bound on the passing side
+        if (far >= threshold if op in (">=", ">") else far <= threshold):
+            out.append(f"the 95% CI reaches past the threshold at n={r.n} under --faith-limit {limit}: "
+                       "the failure could be sample size")
+    return out

@@ -102,7 +102,8 @@ def deltas_frame(comparison: Comparison) -> pd.DataFrame:
              "n_shared": d.paired.n if d.paired else None,
              "good_to_bad": d.paired.good_to_bad if d.paired and d.paired.binary else None,
              "bad_to_good": d.paired.bad_to_good if d.paired and d.paired.binary else None,
-             "mcnemar_p": d.paired.mcnemar_p if d.paired else None} for d in comparison.deltas]
+             "mcnemar_p": d.paired.mcnemar_p if d.paired else None}
+            for d in comparison.deltas if d.gated]  # ungated (unchecked) metrics: --all includes them
     frame = pd.DataFrame(rows, columns=list(DELTA_COLUMNS))
     for col in ("baseline", "current", "delta", "delta_ci_low", "delta_ci_high", "mcnemar_p"):
         frame[col] = frame[col].astype("float64")

@@ -16,6 +16,35 @@ SCHEMA_VERSION = 1
 Op = Literal[">=", ">", "<=", "<"]
 OPS: tuple[Op, ...] = (">=", ">", "<=", "<")
 GateMode = Literal["point", "ci"]
+Verdict = Literal["pass", "fail", "insufficient"]
+
+
+class InsufficientData(Exception):
+    """Too little data for a verdict (too few items, clusters or classes): the check or step is
+    INSUFFICIENT, never a pass and never a crash. ``reason`` is one line in plain words ("needs >= 20
+    strict-correct items, got 16"). Raised by :meth:`Faith.check` and by protocol steps (a probe trained
+    on too few stimuli); the plugin records the test as ``insufficient`` instead of failed."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class FaithCheckFailed(AssertionError):
+    """A metric failed its threshold (a test failure, not an error)."""
+
+
+class FaithInsufficient(FaithCheckFailed, InsufficientData):
+    """Too little data for a verdict (INSUFFICIENT, never a pass): the plugin records the test as
+    ``insufficient``; without the plugin it fails like any check."""
+
+    def __init__(self, message: str) -> None:
+        FaithCheckFailed.__init__(self, message)
+        self.reason = message
+
+
+class MalformedResult(ValueError):
+    """A stored result whose value cannot be read (NaN, a string): an error naming the result's key."""
 
 
 def passes(value: float, op: Op, threshold: float) -> bool:
@@ -99,6 +128,24 @@ def _finite_or_none(x: float | None) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def _stored_number(d: dict[str, Any], name: str, owner: dict[str, Any] | None = None) -> float | None:
+    """A stored number: null is undefined (None); NaN, inf or a non-number is a :class:`MalformedResult`
+    naming the result (a scorecard never writes them, so the file was edited or corrupted)."""
+    x = d.get(name)
+    if x is None:
+        return None
+    v: float | None = None
+    if isinstance(x, int | float) and not isinstance(x, bool):
+        v = float(x)
+    if v is None or not math.isfinite(v):
+        r = owner if owner is not None else d
+        sl = f"[{r.get('slice')}]" if r.get("slice") else ""
+        raise MalformedResult(
+            f"result {r.get('test')} {r.get('suite')}/{r.get('metric')}{sl} (model {r.get('model') or '-'}, "
+            f"variant {r.get('variant', 'base')}): {name} {x!r} is not a finite number (undefined is null)")
+    return v
+
+
 @dataclass(frozen=True)
 class MetricResult:
     """One recorded metric of one test, for one model/variant and an optional slice."""
@@ -118,13 +165,21 @@ class MetricResult:
     passed: bool | None = None  # None: recorded without a check
     gate: GateMode | None = None
     ci_note: str | None = None  # why the CI is undefined ("undefined (n clusters 1 < 2)"); ci is then None
-    coverage: str | None = None  # why the check failed its coverage rule (too few / too many invalid items)
+    coverage: str | None = None  # why the check has no verdict (too little data, broken outputs)
+    insufficient: bool = False  # too little data: INSUFFICIENT (passed is False), the reason in coverage
     per_item: ItemValues | None = None  # the items this metric is the mean of (paired comparison)
 
     @property
     def key(self) -> tuple[str, str, str, str, str]:
         """Identity used to match a result across runs (baseline, compare, merge)."""
         return (test_key(self.test), self.model, self.variant, self.metric, self.slice or "")
+
+    @property
+    def verdict(self) -> Verdict | None:
+        """``pass`` / ``fail`` / ``insufficient`` (too little data: never a pass); None without a check."""
+        if self.passed is None:
+            return None
+        return "pass" if self.passed else ("insufficient" if self.insufficient else "fail")
 
     def _power_inputs(self) -> tuple[float, tuple[float, float], Op, float] | None:
         if self.passed is None or self.value is None or self.ci is None or self.op is None \
@@ -166,16 +221,20 @@ class MetricResult:
             d["per_item"] = self.per_item.to_json()
         d["inconclusive"] = self.inconclusive  # derived (from ci, op, threshold): not read back
         d["detectable_diff"] = self.detectable_diff
+        d["verdict"] = self.verdict  # derived (from passed and insufficient): not read back
         return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> MetricResult:
         ci = d.get("ci")
+        value = _stored_number(d, "value")
+        if ci is not None:
+            ci = [_stored_number({"ci": c}, "ci", d) for c in ci]
         return cls(
             suite=str(d["suite"]),
             test=str(d["test"]),
             metric=str(d["metric"]),
-            value=_finite_or_none(d.get("value")),
+            value=value,
             model=str(d.get("model", "")),
             variant=str(d.get("variant", "base")),
             ci=(float(ci[0]), float(ci[1])) if ci is not None else None,
@@ -188,6 +247,7 @@ class MetricResult:
             gate=d.get("gate"),
             ci_note=d.get("ci_note"),
             coverage=d.get("coverage"),
+            insufficient=bool(d.get("insufficient", False)),
             per_item=ItemValues.from_json(d["per_item"]) if d.get("per_item") else None,
         )
 

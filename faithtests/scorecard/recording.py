@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal, cast
 
-from faithtests.scorecard.coverage import NONFINITE, coverage_problem
+from faithtests.scorecard.coverage import NONFINITE, coverage_problem, short_of_data
+from faithtests.scorecard.kinds import is_fatal
 from faithtests.scorecard.model import (
     Exemplar,
     GateMode,
@@ -31,15 +32,13 @@ from faithtests.scorecard.model import (
     TestRecord,
     passes,
 )
+from faithtests.scorecard.model import FaithCheckFailed as FaithCheckFailed  # re-exported: suites use it
+from faithtests.scorecard.model import FaithInsufficient as FaithInsufficient
 from faithtests.scorecard.thresholds import ThresholdError, Thresholds, higher_is_better
 
 THUMBNAIL_SIDE = 128
 _EXEMPLAR_KEYS = frozenset({"image", "image_b", "texts", "scores", "reason"})
 PlotKind = Literal["line", "bar", "scatter"]
-
-
-class FaithCheckFailed(AssertionError):
-    """A metric failed its threshold (a test failure, not an error)."""
 
 
 class MissingThresholdError(LookupError):
@@ -126,8 +125,10 @@ class Faith:
         max_exemplars: int = 8,
         role: str | None = None,
         declared: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+        limit: int | None = None,
     ) -> None:
         self.record = TestRecord(test=test, suite=suite)
+        self.limit = limit  # --faith-limit: a point failure its CI cannot confirm is then INSUFFICIENT
         self.thresholds = thresholds if thresholds is not None else Thresholds()
         self.gate: GateMode = gate
         self.max_exemplars = max_exemplars
@@ -243,13 +244,17 @@ class Faith:
         return result
 
     def check(self, name: str, op: Op | None = None, threshold: float | None = None, *,
-              slice: str | None = None) -> MetricResult:
+              slice: str | None = None, min_n: int | None = None, unit: str = "items") -> MetricResult:
         """Compare a recorded metric with its threshold, record the verdict, and assert.
 
         The threshold comes from the thresholds files (family-specific value when the model's family
         has one); ``op``/``threshold`` are the fallback when the files define none. Gate ``point``
         compares the value; gate ``ci`` the conservative CI bound (lo for >=/>, hi for <=/<), or the
-        value when no CI was recorded (the result then says gate="point")."""
+        value when no CI was recorded (the result then says gate="point").
+
+        PASS; FAIL (:class:`FaithCheckFailed`; broken outputs such as non-finite scores too); INSUFFICIENT
+        (:class:`FaithInsufficient`) under the coverage rule or :func:`coverage.short_of_data` (this
+        check's ``min_n`` of ``unit``: "needs >= 20 strict-correct items, got 16")."""
         __tracebackhide__ = True  # pytest shows the suite's line, not this one
         where = f"{self.suite}/{name}" + (f"[{slice}]" if slice else "")
         idx = self._find(name, slice)
@@ -284,8 +289,16 @@ class Faith:
             compared = None if r.ci is None else (r.ci[0] if op in (">=", ">") else r.ci[1])
         ok = compared is not None and passes(compared, op, threshold)
         coverage = coverage_problem(r, self.record.invalid, self.thresholds.coverage(self.suite))
+        fatal = any(is_fatal(i.kind) for i in self.record.invalid if i.model in ("", r.model)
+                    and i.variant == r.variant and i.count)
+        short = short_of_data(r, gate, ok, op, threshold, self.limit, min_n, unit)
+        if short:
+            coverage = "; ".join([*short, *([coverage] if coverage else [])])
+        insufficient = coverage is not None and not fatal
         self.record.results[idx] = r = replace(r, threshold=threshold, op=op, passed=ok and coverage is None,
-                                               gate=gate, coverage=coverage)
+                                               gate=gate, coverage=coverage, insufficient=insufficient)
+        if insufficient:
+            raise FaithInsufficient(self._failure_message(r, family))
         if not r.passed:
             raise FaithCheckFailed(self._failure_message(r, family))
         return r

@@ -26,7 +26,7 @@ import jinja2
 from markupsafe import Markup
 
 from faithtests.scorecard.baseline import Tolerance, compare
-from faithtests.scorecard.coverage import coverage_line, input_coverage
+from faithtests.scorecard.coverage import coverage_line, input_coverage, truncation_lines
 from faithtests.scorecard.model import GateMode, TestRecord
 from faithtests.scorecard.render_sections import suite_view
 from faithtests.scorecard.render_verdict import regression_key, regression_rows, verdicts
@@ -121,9 +121,10 @@ def render_html(
         outcomes=dict(outcomes),
         checks_passed=sum(s.checks_passed for s in suites),
         checks_failed=sum(s.checks_failed for s in suites),
+        checks_insufficient=sum(s.checks_insufficient for s in suites),
         checks_inconclusive=sum(s.checks_inconclusive for s in suites),
         invalid_total=sum(c.missing for c in coverage),
-        coverage=[coverage_line(c) for c in coverage if c.missing],
+        coverage=[coverage_line(c) for c in coverage if c.missing] + truncation_lines(sc),
         regressions=regressions,
         baseline_label=baseline_label or sc.baseline or ("(given)" if baseline is not None else None),
         has_baseline=baseline is not None,

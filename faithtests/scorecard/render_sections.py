@@ -75,6 +75,7 @@ class SuiteView:
     tests: list[TestRecord]
     exemplars: list[ExemplarGroup]
     checks_passed: int = 0
+    checks_insufficient: int = 0
     checks_failed: int = 0
     checks_inconclusive: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
@@ -244,7 +245,8 @@ def suite_view(name: str, tests: list[TestRecord], deltas: dict[Key, MetricDelta
         tests=tests,
         exemplars=exemplar_groups(tests, seen, max_exemplars, max_image_chars),
         checks_passed=sum(r.passed is True for r in results),
-        checks_failed=sum(r.passed is False for r in results),
+        checks_failed=sum(r.verdict == "fail" for r in results),
+        checks_insufficient=sum(r.verdict == "insufficient" for r in results),
         checks_inconclusive=sum(bool(r.inconclusive) for r in results),
         outcomes=dict(outcomes),
         anchors=anchors,

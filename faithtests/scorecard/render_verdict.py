@@ -2,7 +2,8 @@
 
 A verdict row answers "ship or not" for one column of the tables: FAIL when any of its checks failed,
 it regressed against the baseline, or one of its tests failed or errored without a failed check to
-show for it; PASS when it has checks and none of that happened; NO CHECKS otherwise. Every failing
+show for it; INSUFFICIENT (never a pass) when none of that happened but a check or test had too little
+data for a verdict; PASS when it has checks and none of that happened; NO CHECKS otherwise. Every failing
 check and regression is named and links to its row in the suite's main metric table.
 """
 
@@ -33,16 +34,20 @@ class Verdict:
     inconclusive: int = 0
     regressions: list[Link] = field(default_factory=list)
     broken_tests: list[Link] = field(default_factory=list)  # failed/errored tests without a failed check
+    insufficient: list[Link] = field(default_factory=list)  # checks and tests with too little data
 
     @property
     def status(self) -> str:
         if self.failed or self.regressions or self.broken_tests:
             return "fail"
+        if self.insufficient:
+            return "insufficient"
         return "pass" if self.passed else "none"
 
     @property
     def label(self) -> str:
-        return {"fail": "FAIL", "pass": "PASS", "none": "NO CHECKS"}[self.status]
+        labels = {"fail": "FAIL", "insufficient": "INSUFFICIENT", "pass": "PASS", "none": "NO CHECKS"}
+        return labels[self.status]
 
 
 def _dataset(t: TestRecord) -> str:
@@ -77,9 +82,16 @@ def verdicts(
             v = get(Column(r.model, r.variant))
             v.passed += r.passed is True
             v.inconclusive += bool(r.inconclusive)
-            if r.passed is False:
+            if r.insufficient and r.passed is False:
+                v.insufficient.append(Link(metric_label(r.metric, r.slice), anchors.get(r.key, ""),
+                                           f"{r.suite}: {r.coverage or ''}"[:300]))
+            elif r.passed is False:
                 failing[Column(r.model, r.variant)].append(
                     (metric_label(r.metric, r.slice), anchors.get(r.key, ""), r.suite, t))
+        if t.outcome == "insufficient" and not any(r.insufficient for r in t.results):
+            for col in cols or {Column("", "base")}:
+                get(col).insufficient.append(Link(f"test {strip_file(t.test)}", suite_anchor.get(t.suite, ""),
+                                                  t.message[:300]))
         if t.outcome in ("failed", "error") and not any(r.passed is False for r in t.results):
             link = Link(strip_file(t.test), suite_anchor.get(t.suite, ""), t.message[:300])
             for col in cols or {Column("", "base")}:

@@ -35,7 +35,7 @@ class Cell:
     ci: str = ""
     n: str = ""
     threshold: str = ""
-    status: str = "none"  # pass | fail | none
+    status: str = "none"  # pass | fail | insufficient | none
     inconclusive: bool = False  # the CI straddles the threshold (see MetricResult.inconclusive)
     detectable: str = ""  # ±(smallest distance from the threshold the check's n resolves)
     delta: str = ""
@@ -124,7 +124,7 @@ def cell(r: MetricResult, d: MetricDelta | None) -> Cell:
         c.n = str(r.n)
     if r.threshold is not None and r.op is not None:
         c.threshold = f"{r.op} {fmt(r.threshold)}" + (" (CI)" if r.gate == "ci" else "")
-    c.status = "none" if r.passed is None else ("pass" if r.passed else "fail")
+    c.status = r.verdict or "none"
     c.inconclusive = bool(r.inconclusive)
     c.detectable = "" if r.detectable_diff is None else f"±{fmt(r.detectable_diff)}"
     if d is None:

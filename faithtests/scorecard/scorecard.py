@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from faithtests.scorecard.fingerprint import MERGE_FIELDS, describe_mismatch, mismatches
-from faithtests.scorecard.model import SCHEMA_VERSION, Exemplar, MetricResult, TestRecord, test_key
+from faithtests.scorecard.model import (
+    SCHEMA_VERSION,
+    Exemplar,
+    MalformedResult,
+    MetricResult,
+    TestRecord,
+    test_key,
+)
 
 
 class ScorecardError(ValueError):
@@ -67,6 +74,8 @@ class Scorecard:
             raise ScorecardError(f"{source}: schema_version {version!r} is not {SCHEMA_VERSION}")
         try:
             tests = [TestRecord.from_json(t) for t in d["tests"]]
+        except MalformedResult as exc:  # a NaN or a non-number: name the result, never read it as undefined
+            raise ScorecardError(f"{source}: {exc}") from exc
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ScorecardError(f"{source}: malformed test record: {exc!r}") from exc
         try:
@@ -137,6 +146,11 @@ def check_shards(parts: list[Scorecard], names: list[str] | None = None) -> None
     limit, gate, data sets, thresholds); a field one shard does not record (older scorecard) is not
     checked. Raises :class:`ScorecardError` naming the first field that differs and the two shards."""
     labels = names or [f"shard {i + 1}" for i in range(len(parts))]
+    for part, name in zip(parts, labels, strict=True):
+        if part.status == "superseded":  # a newer run on its report directory started: not this run's
+            raise ScorecardError(f"{name} is superseded: a newer run on its report directory started after "
+                                 "it, so it is not that directory's current result; merge the current shards")
+    check_checkpoints(parts, labels)
     first = parts[0].fingerprint
     for part, name in zip(parts[1:], labels[1:], strict=True):
         differ, _ = mismatches(first, part.fingerprint, MERGE_FIELDS)
@@ -144,6 +158,24 @@ def check_shards(parts: list[Scorecard], names: list[str] | None = None) -> None
             what = "; ".join(describe_mismatch(f, first, part.fingerprint) for f in differ)
             raise ScorecardError(f"{labels[0]} and {name} are not shards of one run: they differ in {what}")
     check_shard_plan(parts, labels)
+
+
+def check_checkpoints(parts: list[Scorecard], labels: list[str]) -> None:
+    """One label is one checkpoint: shards whose fingerprints record different checkpoint digests
+    (``models[label].checkpoint_sha256``) for the same label are not one run (the merge would keep the
+    last shard's digest and mix two models' results)."""
+    seen: dict[str, tuple[str, str]] = {}  # label -> (digest, shard)
+    for part, name in zip(parts, labels, strict=True):
+        models = part.fingerprint.get("models")
+        for label, info in (models.items() if isinstance(models, dict) else ()):
+            digest = info.get("checkpoint_sha256") if isinstance(info, dict) else None
+            if not digest:
+                continue
+            first = seen.setdefault(str(label), (str(digest), name))
+            if first[0] != str(digest):
+                raise ScorecardError(
+                    f"{first[1]} and {name} are not shards of one run: model {label!r} has checkpoint "
+                    f"sha256 {first[0][:12]} in one and {str(digest)[:12]} in the other")
 
 
 def check_shard_plan(parts: list[Scorecard], labels: list[str]) -> None:

@@ -5,12 +5,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from faithtests.scorecard.baseline import Comparison, format_comparison
-from faithtests.scorecard.coverage import coverage_line, input_coverage
-from faithtests.scorecard.model import MetricResult
+from faithtests.scorecard.baseline import Comparison, MetricDelta, format_comparison
+from faithtests.scorecard.coverage import coverage_line, input_coverage, truncation_lines
+from faithtests.scorecard.model import MetricResult, TestRecord
 from faithtests.scorecard.scorecard import Scorecard
 
 MAX_ROWS = 40
+MAX_MOVED_LINES = 10
+
+
+def _evidence(d: MetricDelta) -> str:
+    """`` [paired 95% CI -0.12..-0.05, g>b 30, b>g 4, McNemar p 2e-06]`` (the evidence of a regression)."""
+    if d.delta_ci is None:
+        return f" [{d.basis}]"
+    ev = f" [{d.basis} 95% CI {d.delta_ci[0]:+.3g}..{d.delta_ci[1]:+.3g}"
+    p = d.paired
+    if p is not None and p.binary:
+        ev += f", g>b {p.good_to_bad}, b>g {p.bad_to_good}, McNemar p {p.mcnemar_p or 1.0:.2g}"
+    return ev + "]"
 
 
 def _num(x: float | None) -> str:
@@ -27,13 +39,14 @@ INCONCLUSIVE_NOTE = (
 
 
 def verdict(r: MetricResult) -> str:
-    """``pass`` / ``FAIL``, with ``(ci)`` for the CI gate and ``inconclusive`` when the CI straddles the
-    threshold; empty for a result recorded without a check."""
-    if r.passed is None:
+    """``pass`` / ``FAIL`` / ``INSUFFICIENT``, with ``(ci)`` for the CI gate and ``inconclusive`` when the
+    CI straddles the threshold; empty for a result recorded without a check."""
+    if r.verdict is None:
         return ""
     notes = [n for n, on in (("ci", r.gate == "ci"), ("inconclusive", bool(r.inconclusive)),
-                             ("coverage", r.coverage is not None)) if on]
-    return ("pass" if r.passed else "FAIL") + (f" ({', '.join(notes)})" if notes else "")
+                             ("coverage", r.coverage is not None and not r.insufficient)) if on]
+    word = {"pass": "pass", "fail": "FAIL", "insufficient": "INSUFFICIENT"}[r.verdict]
+    return word + (f" ({', '.join(notes)})" if notes else "")
 
 
 def test_name(test: str) -> str:
@@ -77,15 +90,34 @@ def results_table(results: Sequence[MetricResult], *, max_rows: int | None = MAX
     return out
 
 
-def model_verdicts(results: Sequence[MetricResult]) -> list[str]:
-    """One line per model: ``model reference:vlm: 12 checks, failed 2: premise_rejection/mis_v, ...``."""
+def _name(suite: str, metric: str, slice: str | None, variant: str) -> str:
+    sl = f"[{slice}]" if slice else ""
+    return f"{suite}/{metric}{sl}" + ("" if variant == "base" else f" ({variant})")
+
+
+def model_verdicts(results: Sequence[MetricResult], regressions: Sequence[MetricDelta] = (),
+                   tests: Sequence[TestRecord] = ()) -> list[str]:
+    """One line per model: ``FAIL model reference:vlm: 12 check(s), failed 2: premise_rejection/mis_v,
+    ...``; FAIL also on a regression against the baseline, INSUFFICIENT (never PASS) when a check or a
+    test of the model had too little data and nothing failed."""
     out = []
-    for model in sorted({r.model for r in results if r.passed is not None}):
+    stuck = {t.test: t for t in tests if t.outcome == "insufficient"}  # a step ran out of data (no check)
+    models = {r.model for r in results if r.passed is not None} | {d.model for d in regressions}
+    for t in stuck.values():
+        models |= {r.model for r in t.results} or {""}
+    for model in sorted(models):
         checks = [r for r in results if r.passed is not None and r.model == model]
-        failed = [f"{r.suite}/{r.metric}" + (f"[{r.slice}]" if r.slice else "")
-                  + ("" if r.variant == "base" else f" ({r.variant})") for r in checks if not r.passed]
-        tail = f"failed {len(failed)}: {', '.join(failed)}" if failed else "all passed"
-        out.append(f"{'FAIL' if failed else 'PASS'} model {model or '-'}: {len(checks)} check(s), {tail}")
+        failed = [_name(r.suite, r.metric, r.slice, r.variant) for r in checks if r.verdict == "fail"]
+        short = [_name(r.suite, r.metric, r.slice, r.variant) for r in checks if r.verdict == "insufficient"]
+        short += [f"test {t.test.partition('::')[2] or t.test}" for t in stuck.values()
+                  if model in ({r.model for r in t.results} or {""})
+                  and not any(r.insufficient for r in t.results)]
+        regs = [_name(d.suite, d.metric, d.slice, d.variant) for d in regressions if d.model == model]
+        parts = [f"failed {len(failed)}: {', '.join(failed)}"] if failed else []
+        parts += [f"regressed {len(regs)}: {', '.join(regs)}"] if regs else []
+        parts += [f"insufficient data {len(short)}: {', '.join(short)}"] if short else []
+        word = "FAIL" if failed or regs else ("INSUFFICIENT" if short else "PASS")
+        out.append(f"{word} model {model or '-'}: {len(checks)} check(s), {'; '.join(parts) or 'all passed'}")
     return out
 
 
@@ -100,19 +132,25 @@ def summary_lines(sc: Scorecard, written: Sequence[Path], comparison: Comparison
     results = sc.results
     datasets = {t.test: t.dataset for t in sc.tests}
     checked = [r for r in results if r.passed is not None]
-    failed = [r for r in checked if not r.passed]
+    failed = [r for r in checked if r.verdict == "fail"]
+    short = [r for r in checked if r.verdict == "insufficient"]
     inconclusive = sum(bool(r.inconclusive) for r in checked)
     lines.append(f"{len(sc.tests)} test(s), {len(results)} result(s), {len(checked)} check(s), "
-                 f"{len(failed)} failed" + (f", {inconclusive} inconclusive" if inconclusive else ""))
+                 f"{len(failed)} failed" + (f", {len(short)} insufficient" if short else "")
+                 + (f", {inconclusive} inconclusive" if inconclusive else ""))
     if results:
         lines += results_table(results, max_rows=None if full else MAX_ROWS, datasets=datasets)
     if inconclusive:
         lines.append(INCONCLUSIVE_NOTE)
-    lines += [coverage_line(c) for c in input_coverage(sc)]
+    lines += [coverage_line(c) for c in input_coverage(sc)] + truncation_lines(sc)
     for r in checked:
         if r.coverage is not None:
-            lines.append(f"FAIL coverage {r.suite}/{r.metric}" + (f"[{r.slice}]" if r.slice else "")
+            word = "INSUFFICIENT" if r.insufficient else "FAIL coverage"
+            lines.append(f"{word} {r.suite}/{r.metric}" + (f"[{r.slice}]" if r.slice else "")
                          + f" [model={r.model or '-'}, variant={r.variant}]: {r.coverage}")
+    for t in sc.tests:
+        if t.outcome == "insufficient" and not any(r.insufficient for r in t.results):
+            lines.append(f"INSUFFICIENT test {t.test}: {t.message}")
     if comparison is not None:
         lines.append("")
         lines.append(f"baseline: {sc.baseline} (tolerance {comparison.tolerance}): "
@@ -121,10 +159,16 @@ def summary_lines(sc: Scorecard, written: Sequence[Path], comparison: Comparison
                      f"{len(comparison.flips)} item flip(s)")
         for d in comparison.regressions:
             lines.append(f"REGRESSION {d.label} [model={d.model or '-'}, variant={d.variant}]: "
-                         f"{_num(d.baseline)} -> {_num(d.current)} ({d.test})")
+                         f"{_num(d.baseline)} -> {_num(d.current)} ({d.test}){_evidence(d)}")
+        moved = comparison.moved
+        for d in moved[:MAX_MOVED_LINES]:
+            lines.append(f"moved (not gated: no threshold check) {d.label} [model={d.model or '-'}, "
+                         f"variant={d.variant}]: {_num(d.baseline)} -> {_num(d.current)} ({d.test})")
+        if len(moved) > MAX_MOVED_LINES:
+            lines.append(f"... {len(moved) - MAX_MOVED_LINES} more moved metric(s) (-v lists all)")
         if full:
             lines += format_comparison(comparison, show_unchanged=False).splitlines()
     lines += list(notes)
-    lines += model_verdicts(results)
+    lines += model_verdicts(results, comparison.regressions if comparison is not None else (), sc.tests)
     lines.append(f"report: {', '.join(str(p) for p in written) or '(not written)'}")
     return lines

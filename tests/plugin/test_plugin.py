@@ -119,8 +119,10 @@ def test_pass_writes_scorecard_and_summary(pytester: pytest.Pytester) -> None:
         "gate": "point",
         "ci_note": None,
         "coverage": None,
+        "insufficient": False,
         "inconclusive": True,  # CI [0.7, 1.0] straddles 0.8: a pass under gate point, flagged
         "detectable_diff": 0.2,
+        "verdict": "pass",
     }
     assert by[("PR", "color")]["value"] == 0.8 and by[("PR", "color")]["threshold"] == 0.7
     assert (by[("PR", "color")]["inconclusive"], by[("PR", "color")]["detectable_diff"]) == (None, None)
@@ -231,8 +233,15 @@ def test_ci_gate_point_passes_ci_fails(pytester: pytest.Pytester) -> None:
     assert _run(pytester).ret == 1
 
 
+_run_any = _run
+
+
 def test_baseline_gate_and_update(pytester: pytest.Pytester) -> None:
     _setup(pytester, {"hits": [1] * 17 + [0] * 3, "ci": [0.8, 0.9]})  # PR 0.85
+
+    def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:  # the point/tolerance rule (by flag)
+        return _run_any(pytester, "--faith-regression", "point", *args)
+
     base = pytester.path / "base" / "scorecard.json"
     missing = _run(pytester, "--faith-baseline", str(base))
     assert missing.ret == pytest.ExitCode.USAGE_ERROR and "does not exist" in missing.stderr.str()

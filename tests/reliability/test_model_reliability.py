@@ -329,6 +329,10 @@ def test_truncation_count_reaches_the_scorecard(project: pytest.Pytester, tiny_d
     card = json.loads((project.path / "faith-report" / "scorecard.json").read_text())
     assert card["fingerprint"]["models"]["tiny"]["truncated_inputs"] == {
         "caption": {"truncated": 1, "checked": 1, "limit": 32, "longest_tokens": 121}}
+    # and a coverage line says so in the terminal and the HTML (issue 31 item 9)
+    line = "coverage model tiny: 1 of 1 captions truncated to its 32-token context (100.0%; longest 121 "
+    assert line in result.stdout.str()
+    assert line in (project.path / "faith-report" / "scorecard.html").read_text()
 
 
 # -- E: non-finite outputs stay visible -----------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 
 from faithtests.scorecard.coverage import DatasetCoverage, coverage_line, input_coverage
 from faithtests.scorecard.model import InvalidCount, MetricResult, TestRecord
-from faithtests.scorecard.recording import Faith, FaithCheckFailed, ThresholdDirectionError
+from faithtests.scorecard.recording import Faith, FaithCheckFailed, FaithInsufficient, ThresholdDirectionError
 from faithtests.scorecard.scorecard import Scorecard
 from faithtests.scorecard.summary import summary_lines
 from faithtests.scorecard.thresholds import ThresholdError, Thresholds, load_thresholds
@@ -139,15 +139,18 @@ def test_single_cluster_ci_is_undefined_not_zero_width(th: Thresholds) -> None:
     assert f.check("PR").passed is True  # gate point: the value decides
 
 
-def test_undefined_ci_fails_the_ci_gate(th: Thresholds) -> None:
+def test_undefined_ci_is_insufficient_under_the_ci_gate(th: Thresholds) -> None:
+    """Issue 31 item 1: an undefined CI under gate ci is no verdict (INSUFFICIENT, never a pass)."""
     f = _faith(th, gate="ci")
     f.metric("PR", 0.9, ci=cluster_bootstrap_ci([1.0, 1.0], ["img1", "img1"]), n=12)
-    with pytest.raises(FaithCheckFailed) as info:
+    with pytest.raises(FaithInsufficient) as info:
         f.check("PR")
     assert str(info.value) == (
-        "flip/PR = 0.900 (95% CI undefined (n clusters 1 < 2), n=12) fails >= 0.700 (gate=ci, no CI bound: "
-        "CI undefined (n clusters 1 < 2)) [model=clip, variant=base]"
+        "flip/PR = 0.900 (95% CI undefined (n clusters 1 < 2), n=12) passes >= 0.700 but has no verdict: "
+        "CI undefined (n clusters 1 < 2): no bound to compare [model=clip, variant=base]"
     )
+    r = f.record.results[0]
+    assert (r.passed, r.insufficient, r.verdict) == (False, True, "insufficient")
 
 
 # -- 16.11 non-finite model outputs ---------------------------------------------------------------------

@@ -150,7 +150,7 @@ def test_html_lists_the_moved_items() -> None:
 
 LGIP = ["suites/test_invariance.py", "suites/test_flip_sensitivity.py", "-k",
         "paraphrase_invariance or flip_positive_rate", "--faith-no-vlm-scorer", "--faith-limit", "20",
-        "--faith-gate", "ci"]
+        "--faith-gate", "ci", "--faith-allow-insufficient"]  # exit 0/1: a check short of data is not a pass
 
 
 def _suites(report: Path, *args: str) -> dict[str, Any]:
@@ -188,7 +188,7 @@ def test_two_seeds_of_one_checkpoint_no_regression_under_ci(clip_seed0: Path, tm
 
 def test_colourblind_twin_regresses_colour_flips_under_ci(clip_seed0: Path, tmp_path: Path) -> None:
     sc = _suites(tmp_path, "--faith-model", "m=reference:clip-colorblind", "--faith-seed", "0",
-                 "--faith-baseline", str(clip_seed0))
+                 "--faith-baseline", str(clip_seed0), "--faith-regression-all")  # PR[type=color] is unchecked
     regs = {(r["test"].split("::")[1], r["metric"], r["slice"]): r for r in sc["regressions"]}
     colour = [r for k, r in regs.items() if k[1] == "PR" and k[2] in ("type=color", "color")]
     assert len(colour) == 2, sorted(regs)  # test_flip_positive_rate[all] per type and [color]
@@ -199,3 +199,19 @@ def test_colourblind_twin_regresses_colour_flips_under_ci(clip_seed0: Path, tmp_
     assert not any(k[1] == "PR" and k[2] in ("type=object", "object") for k in regs)
     html = (tmp_path / "scorecard.html").read_text()
     assert "item(s) moved, worst first" in html and colour[0]["moved"][0]["item"].split("|")[0] in html
+
+
+def test_default_gate_and_compare_agree_on_the_colourblind_twin(clip_seed0: Path, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 31 item 2: under the default rule (paired, checked metrics) the pytest gate and `faithtests
+    compare` on the same two scorecards list the same regressions, PR[color] among them; unchecked moves
+    (PR[type=color] of the all-flips test) are `moved`, not regressions."""
+    sc = _suites(tmp_path, "--faith-model", "m=reference:clip-colorblind", "--faith-seed", "0",
+                 "--faith-baseline", str(clip_seed0))
+    gate = {(r["test"], r["metric"], r["slice"]) for r in sc["regressions"]}
+    capsys.readouterr()
+    assert cli.main(["compare", str(clip_seed0), str(tmp_path), "--json"]) == 1
+    deltas = json.loads(capsys.readouterr().out)["deltas"]
+    assert gate == {(d["test"], d["metric"], d["slice"]) for d in deltas if d["status"] == "regression"}
+    assert any(k[1:] == ("PR", "color") for k in gate)
+    assert any((d["metric"], d["slice"], d["status"]) == ("PR", "type=color", "moved") for d in deltas)

@@ -272,8 +272,11 @@ def test_shipped_defaults_declare_exactly_the_checked_slices() -> None:
         | {bin_slice(scheme, b) for scheme in BIN_SCHEME_CHOICES for b in STRENGTH_BINS},
         ("flip_sensitivity", "AB_accuracy"): {"orig", "swap"},
         ("premise_rejection", "Bal"): {"vision only"},
-        ("difference_consistency", "DS"): {"subset=multi"},
-        ("difference_consistency", "DRF"): {"judge=*"},
+        ("difference_consistency", "contradiction_rate"): {f"difficulty={d}"
+                                                           for d in ("easy", "medium", "hard")},
+        ("difference_consistency", "DS_exist"): {"subset=multi"},
+        ("difference_consistency", "DS_count"): {"subset=multi"},
+        ("difference_consistency", "DRF"): {"subset=multi, judge=*"},
     }
 
 

@@ -119,7 +119,7 @@ def s3e_data(request: pytest.FixtureRequest, faith_vlm: Any) -> S3EData:
     cache = request.config.stash.setdefault(_S3E, {})
     if faith_vlm.spec not in cache:
         records, images, excluded = _s3e_records(request.config)
-        run = run_forced_choice(faith_vlm, records, lambda r: images[r.item_id]())
+        run = run_forced_choice(faith_vlm, records, lambda r: images[r.item_id](), keep_nonfinite=True)
         cache[faith_vlm.spec] = S3EData(records, images, run.logits, run.states, excluded)
     return cache[faith_vlm.spec]
 

@@ -40,9 +40,11 @@ SHA-256, the edit plan with the edited objects' polygons, the seed, ``CODE_VERSI
 the annotations, so a second call with the same arguments decodes and edits nothing. Bump
 ``CODE_VERSION`` when pixels change.
 
-Counted, never dropped (``invalid`` by kind, with examples): ``bad image entry``, ``duplicate image
-id``, ``missing image``, ``bad annotation``, ``unknown image id``, ``unknown category``, ``bad
-segmentation``, ``no free place``, and ``not enough objects:<level>`` for a pair that could not be made.
+Counted, never dropped (``invalid`` by kind, with examples), each out of what it counts (``out_of``):
+``bad image entry``, ``duplicate image id``, ``missing image`` out of the image entries; ``bad
+annotation``, ``unknown image id``, ``unknown category``, ``bad segmentation`` out of the annotations;
+``empty mask`` and ``no free place`` once per annotation however often it was tried, out of the loaded
+images' annotations; ``not enough objects:<level>`` out of the pairs asked for.
 """
 
 from __future__ import annotations
@@ -107,6 +109,7 @@ class CocoPairs(CountsInvalid):
     examples: dict[str, list[str]] = field(default_factory=dict)
     total: int = 0
     rendered: int = 0
+    out_of: dict[str, int] = field(default_factory=dict)  # image-entry / annotation kinds: their own total
     cached: int = 0
 
 
@@ -130,6 +133,8 @@ class _Planner:
 
     def __init__(self, images: list[CocoImage], types: tuple[str, ...], seed: int, out: CocoPairs) -> None:
         self.images, self.types, self.seed, self.out = images, types, seed, out
+        self.annotations = sum(len(im.objects) for im in images)
+        self.refused: set[tuple[str, int]] = set()  # (kind, annotation): counted once, however often tried
         # A stream of its own: other generators seeded with the same seed must not draw the same numbers.
         self.rng = np.random.default_rng([seed, 0x5BDF, 0xC0C0])
 
@@ -145,7 +150,7 @@ class _Planner:
         where = f"{img.file.name} annotation {obj.ann_id}"
         mask = img.mask(obj.ann_id)
         if not mask.any():
-            self.out.reject("bad segmentation", f"{where}: empty mask")
+            self._refuse("empty mask", obj.ann_id, where)  # polygons that cover no pixel
             return None
         if kind == "color":
             return PlannedEdit(obj.ann_id, kind, colours=tuple(str(c) for c in self.rng.permutation(
@@ -157,11 +162,19 @@ class _Planner:
             occupied[max(y0, 0):y1, max(x0, 0):x1] = True
         offset = ops.free_offset(mask, occupied, self.rng)
         if offset is None:
-            self.out.reject("no free place", where)
+            self._refuse("no free place", obj.ann_id, where)
             return None
         x0, y0, x1, y1 = ops.box_of(mask)
         dx, dy = offset
         return PlannedEdit(obj.ann_id, kind, offset=offset), (x0 + dx, y0 + dy, x1 + dx, y1 + dy)
+
+    def _refuse(self, kind: str, ann_id: int, where: str) -> None:
+        """An annotation the planner could not edit: counted once per annotation, out of the annotations of
+        the loaded images (a multi-edit pair tries an object many times; counting tries against the pairs
+        overflowed their total)."""
+        if (kind, ann_id) not in self.refused:
+            self.refused.add((kind, ann_id))
+            self.out.reject(kind, where, out_of=self.annotations)
 
     def single(self, n: int) -> list[PairPlan]:
         exact = [(level, share * n) for level, share in SINGLE_SHARES]

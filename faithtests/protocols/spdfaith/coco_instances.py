@@ -11,6 +11,7 @@ Crowd (RLE) annotations are kept without polygons: never edited, but their boxes
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -75,7 +76,8 @@ def _polygons(seg: Any, where: Where) -> tuple[tuple[float, ...], ...]:
     out = []
     for poly in seg:
         if (not isinstance(poly, list) or len(poly) < 6 or len(poly) % 2
-                or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in poly)):
+                or not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                           for v in poly)):  # Python's JSON reads NaN / Infinity
             raise where.error("a polygon is a flat list of >= 3 (x, y) numbers", "segmentation")
         out.append(tuple(float(v) for v in poly))
     return tuple(out)
@@ -91,7 +93,9 @@ def _box(bbox: Any, where: Where) -> ops.Box:
 
 def load_instances(annotations: Path, image_dir: Path, out: CountsInvalid) -> list[CocoImage]:
     """Images of a COCO instances JSON whose file exists, with their valid annotations (file order);
-    bad entries are counted into ``out`` (module doc). A malformed top level is a DataError."""
+    bad entries are counted into ``out`` (module doc), each out of its own total (image entries or
+    annotations, ``out.out_of``), never out of the pairs asked for. A malformed top level is a
+    DataError."""
     data = read_json(annotations)
     top = Where(annotations)
     if not isinstance(data, dict):
@@ -105,22 +109,30 @@ def load_instances(annotations: Path, image_dir: Path, out: CountsInvalid) -> li
         where = Where(annotations, key=f"categories[{i}]")
         cats[integer(c, "id", where)] = text(c, "name", where)
     meta: dict[int, tuple[Path, int, int]] = {}
+    n_images, n_annotations = len(lists["images"]), len(lists["annotations"])
+
+    def image_entry(kind: str, where: str) -> None:  # out of the image entries, not the pairs asked for
+        out.reject(kind, where, out_of=n_images)
+
+    def annotation(kind: str, where: str) -> None:  # out of the annotations
+        out.reject(kind, where, out_of=n_annotations)
+
     for i, im in enumerate(lists["images"]):
         where = Where(annotations, key=f"images[{i}]")
         try:
             image_id, name = integer(im, "id", where), text(im, "file_name", where)
             w, h = integer(im, "width", where), integer(im, "height", where)
         except DataError as e:
-            out.reject("bad image entry", str(e))
+            image_entry("bad image entry", str(e))
             continue
         if image_id in meta:
-            out.reject("duplicate image id", f"{where.key}: {image_id}")
+            image_entry("duplicate image id", f"{where.key}: {image_id}")
         elif not (image_dir / name).is_file():
-            out.reject("missing image", str(image_dir / name))
+            image_entry("missing image", str(image_dir / name))
         elif w > 0 and h > 0:
             meta[image_id] = (image_dir / name, w, h)
         else:
-            out.reject("bad image entry", f"{where.key}: size {w}x{h}")
+            image_entry("bad image entry", f"{where.key}: size {w}x{h}")
     objects: dict[int, list[CocoObject]] = {k: [] for k in meta}
     known_ids = {im["id"] for im in lists["images"] if isinstance(im, dict) and isinstance(im.get("id"), int)}
     for j, a in enumerate(lists["annotations"]):
@@ -129,20 +141,20 @@ def load_instances(annotations: Path, image_dir: Path, out: CountsInvalid) -> li
             ann_id, image_id, cat = (integer(a, k, where) for k in ("id", "image_id", "category_id"))
             box, area = _box(get(a, "bbox", where), where), number(a, "area", where)
         except DataError as e:
-            out.reject("bad annotation", str(e))
+            annotation("bad annotation", str(e))
             continue
         if image_id not in known_ids:
-            out.reject("unknown image id", f"{where.key}: {image_id}")
+            annotation("unknown image id", f"{where.key}: {image_id}")
             continue
         if cat not in cats:
-            out.reject("unknown category", f"{where.key}: {cat}")
+            annotation("unknown category", f"{where.key}: {cat}")
             continue
         if image_id not in meta:
             continue  # its image was counted above
         try:
             polygons = () if a.get("iscrowd") else _polygons(a.get("segmentation"), where)
         except DataError as e:
-            out.reject("bad segmentation", str(e))
+            annotation("bad segmentation", str(e))
             continue
         _, w, h = meta[image_id]
         objects[image_id].append(CocoObject(ann_id, cats[cat], box, area / (w * h), polygons))

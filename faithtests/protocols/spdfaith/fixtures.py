@@ -202,7 +202,7 @@ def spdfaith_data(request: pytest.FixtureRequest, faith_vlm: Any) -> SpdData:
         loaded = _records(request.config, dataset)
         judge, sage = request.config.stash[_SETTINGS]
         cache[key] = SpdData(
-            dataset, usable(loaded.records), Counted(dict(loaded.invalid), dict(loaded.examples)),
+            dataset, usable(loaded.records), Counted.copy_of(loaded),  # with kinds' own totals (COCO)
             max(loaded.total, len(loaded.records)), faith_vlm,
             judge or _vocabulary_judge(dataset, loaded), sage,
         )

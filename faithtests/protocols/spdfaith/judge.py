@@ -29,8 +29,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Final, Protocol
+from typing import Final, NoReturn, Protocol
 
+from faithtests.models.errors import PluginContractError
 from faithtests.protocols.spdfaith.records import EDIT_TYPES, DiffRecord, EditTruth
 from faithtests.world.scene import COLOURS, POSITIONS, SHAPES
 
@@ -111,7 +112,8 @@ class Judgement:
     def __post_init__(self) -> None:
         if len(self.matched) != len(self.claims):
             raise ValueError(f"judgement: {len(self.claims)} claims but {len(self.matched)} match entries")
-        if self.unparseable < 0:
+        # a non-number is the Judge contract's to name (callable_judge), with the judge's name
+        if isinstance(self.unparseable, int | float) and self.unparseable < 0:
             raise ValueError(f"judgement: unparseable must be >= 0, got {self.unparseable}")
         if not self.judge:
             raise ValueError("judgement: the judge needs a name")
@@ -158,8 +160,19 @@ class _CallableJudge:
     def __call__(self, answer: str, record: DiffRecord) -> Judgement:
         out = self.fn(answer, record)
         if not isinstance(out, Judgement):
-            raise TypeError(f"judge {self.name!r} returned {type(out).__name__}, not a Judgement")
+            self._breach(f"returned {type(out).__name__}, not a Judgement")
+        # Judgement checks the sign of its count, but NaN, 1.5 or "2" pass a comparison and then poison
+        # Eq. 12's denominators: a count is a non-negative int
+        u = out.unparseable
+        if not isinstance(u, int) or isinstance(u, bool) or u < 0:
+            self._breach(f"returned unparseable={u!r}, expected a count (int >= 0)")
+        bad = [i for i, c in enumerate(out.claims) if not isinstance(c, JudgedClaim)]
+        if bad:
+            self._breach(f"claim {bad[0]} is a {type(out.claims[bad[0]]).__name__}, not a JudgedClaim")
         return check_judgement(replace(out, judge=self.name), record)
+
+    def _breach(self, what: str) -> NoReturn:
+        raise PluginContractError(f"judge {self.name!r} broke the Judge contract: {what}")
 
 
 def callable_judge(fn: Callable[[str, DiffRecord], Judgement], name: str) -> Judge:

@@ -1,0 +1,111 @@
+"""Issue 31 item 4: non-finite model outputs fail, everywhere, by one rule.
+
+One kind vocabulary (:mod:`faithtests.scorecard.kinds`): a NaN/inf output is counted as 'non-finite
+score' in every suite, with what broke as the example's detail, and the coverage rule reads that kind
+(no pattern over decorated names such as "non-finite logits" or "... [base]"). Each suite is run as a
+user would, on a plug-in model (``tests/reliability/nan_models.py``) that emits NaN for a fixed quarter
+of its inputs: every selected test must fail, naming the model and its non-finite count, and count each
+broken item once.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from faithtests.scorecard.kinds import NONFINITE, is_fatal
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+
+def _kind_literals(tree: ast.AST) -> list[tuple[int, str]]:
+    """String constants that name an invalid kind: the first argument of ``reject`` / ``invalid`` and
+    module-level constants (``NAME: Final = "..."``)."""
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("reject", "invalid") and node.args
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            out.append((node.lineno, node.args[0].value))
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)):
+            out.append((node.lineno, node.value.value))
+    return out
+
+
+def test_no_module_spells_a_nonfinite_kind_of_its_own() -> None:
+    """Every non-finite kind is the vocabulary's NONFINITE (kinds.py alone spells it): a protocol's own
+    spelling ("non-finite logits") would slip past the fatal rule and let the model pass."""
+    own = []
+    for f in sorted([*(ROOT / "faithtests").rglob("*.py"), *(ROOT / "suites").glob("*.py")]):
+        if f.name == "kinds.py":
+            continue
+        for line, text in _kind_literals(ast.parse(f.read_text(), str(f))):
+            if "non-finite" in text.lower() or "nonfinite" in text.lower():
+                own.append(f"{f.relative_to(ROOT)}:{line}: {text!r}")
+    assert own == []
+
+
+def test_the_fatal_rule_reads_the_kind_not_a_pattern() -> None:
+    assert is_fatal(NONFINITE)
+    assert not is_fatal(f"{NONFINITE} [base]") and not is_fatal("non-finite logits")
+
+
+def _run(tmp_path: Path, files: list[str], select: str, *model: str) -> tuple[int, str, dict[str, Any]]:
+    report = tmp_path / "report"
+    cmd = [sys.executable, "-m", "pytest", *files, "-k", select, *model, "--faith-limit", "24",
+           "-p", "no:cacheprovider", "-q", "--faith-report", str(report)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    card: dict[str, Any] = json.loads((report / "scorecard.json").read_text()) if (
+        report / "scorecard.json").is_file() else {}
+    return proc.returncode, out, card
+
+
+VLM = ("--faith-vlm", "py:nan_models:vlm")
+SCORER = ("--faith-model", "py:nan_models:scorer", "--faith-no-vlm-scorer")
+SUITES = {  # suite -> (files, -k, model options)
+    "invariance": (["suites/test_invariance.py"], "paraphrase_invariance and all", SCORER),
+    "flip_sensitivity (LGIP)": (["suites/test_flip_sensitivity.py"], "flip_positive_rate and world-all",
+                                SCORER),
+    "flip_sensitivity (S3E)": (["suites/test_flip_sensitivity.py"],
+                               "forced_choice_strict_correct or forced_choice_order_accuracy", VLM),
+    "premise_rejection": (["suites/test_premise_rejection.py"],
+                          "test_premise_accuracy and vision and base or test_balanced_accuracy and base",
+                          VLM),
+    "affective_conflict": (["suites/test_affective_conflict.py"],
+                           "constrained and base and (test_text_bias_ratio or test_aligned_accuracy)", VLM),
+    "difference_consistency": (["suites/test_difference_consistency.py"],
+                               "(test_symmetric_consistency or test_difference_count) and base", VLM),
+}
+
+
+@pytest.mark.parametrize("suite", list(SUITES))
+def test_a_plugin_model_emitting_nan_fails_every_check_of_each_suite(tmp_path: Path, suite: str) -> None:
+    files, select, model = SUITES[suite]
+    spec = model[1]
+    rc, out, card = _run(tmp_path, files, select, *model)
+    assert rc == 1, out[-4000:]  # test failures, never a crash or an error
+    assert card["tests"], out[-4000:]
+    for t in card["tests"]:
+        assert t["outcome"] == "failed", (t["test"], t["outcome"], t["message"])
+        mine = [i for i in t["invalid"] if "non-finite" in i["kind"]]
+        # one entry of the one kind: an item broken by NaN is counted once, never once per prompt or
+        # again under a decorated name
+        assert [i["kind"] for i in mine] == [NONFINITE], (t["test"], t["invalid"])
+        (inv,) = mine
+        assert 0 < inv["count"] < inv["total"] and inv["model"] == spec, inv
+        assert len(set(inv["examples"])) == len(inv["examples"])
+        assert f"model {spec} produced non-finite outputs (NaN or inf) for {inv['count']} of {inv['total']}" \
+            in t["message"], t["message"]
+    assert f"FAIL model {spec}:" in out
