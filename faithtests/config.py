@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,3 +31,18 @@ RUN_CONFIG = pytest.StashKey[RunConfig]()
 
 def run_config(config: pytest.Config) -> RunConfig:
     return config.stash[RUN_CONFIG]
+
+
+#: Protocol settings that change what a run measures (e.g. IMAVB's frames per clip): name -> value,
+#: written by protocol fixtures at configure time, copied into the fingerprint's ``settings``.
+SETTINGS = pytest.StashKey[dict[str, Any]]()
+
+
+def record_setting(config: pytest.Config, name: str, value: Any) -> None:
+    """Record a protocol setting (JSON-safe value) for the scorecard's fingerprint."""
+    config.stash.setdefault(SETTINGS, {})[name] = value
+
+
+def settings(config: pytest.Config) -> dict[str, Any]:
+    """The recorded protocol settings, sorted by name."""
+    return dict(sorted(config.stash.get(SETTINGS, {}).items()))

@@ -37,6 +37,8 @@ from faithtests.protocols.imavb.pgla import BUDGETS_PP, N_FOLDS, PGLAResult, bal
 from faithtests.protocols.imavb.probes import (
     cv_accuracy,
     lens_correct,
+    margin_over_text,
+    nested_peak,
     peak_layer,
     probe_margin,
     residualised_probe,
@@ -44,14 +46,22 @@ from faithtests.protocols.imavb.probes import (
 )
 from faithtests.protocols.imavb.records import LETTERS, SHORT, VISION_SPLITS, PremiseRecord
 from faithtests.protocols.imavb.run import ChoiceRun, EmbedderUnavailable, VariantRun
-from faithtests.scorecard.model import Series
+from faithtests.scorecard.model import InsufficientData, Series
 from faithtests.scorecard.recording import Faith
 from faithtests.stats import cluster_bootstrap_ci
 
 pytestmark = pytest.mark.suite("premise_rejection")
+#: Public-code variants (ngquangtrung57/imavb, residualized_probing.py), recorded beside the paper's.
+PUBLIC_TFIDF = "public code: unigrams, max 5000 features"
+PUBLIC_RESID = "public code: standardised inputs"
+#: The paper's margin: l* chosen on the same CV curve it is read from (recorded; the gate uses l* chosen
+#: out of sample, ``probes.nested_peak``).
+IN_SAMPLE = "l* in-sample (paper)"
 EVAL_ROWS = "rows=pgla_eval"  # the PGLA evaluation rows (75% of stimuli), for base vs pgla like for like
-#: App. I.1's other prompts beside A1; A3 generates up to 512 tokens per question, hence ``slow``.
-PROMPTS = ("A2", "A4", pytest.param("A3", marks=pytest.mark.slow))
+#: App. I.1's other prompts beside A1; A3 and A5 generate up to 512 / 256 tokens per question, hence
+#: ``slow``. A6/A7 trim a video to its answer timestamp: on image stimuli they record "not applicable".
+PROMPTS = ("A2", "A4", "A6", "A7", pytest.param("A3", marks=pytest.mark.slow),
+           pytest.param("A5", marks=pytest.mark.slow))
 
 
 def _run(data: PremiseData, variant: str, seed: int) -> ChoiceRun:
@@ -95,9 +105,19 @@ def _scores(c: np.ndarray, run: ChoiceRun, rows: np.ndarray | None, seed: int) -
     return split_scores(c[idx], splits, stim, n_resamples=PREMISE_BOOTSTRAP, seed=seed)
 
 
-def _eval_rows(data: PremiseData, variant: str, seed: int) -> np.ndarray | None:
-    """Rows of ``_run(...)`` that are PGLA's evaluation rows: a subset for base, all of pgla's."""
-    return data.pgla(seed).eval_rows if variant == "base" else None
+def _eval_rows(
+    faith: Faith, data: PremiseData, variant: str, seed: int
+) -> np.ndarray | InsufficientData | None:
+    """Rows of ``_run(...)`` that are PGLA's evaluation rows: a subset for base, all of pgla's (None).
+    With too few stimuli for PGLA the base test leaves the ``rows=pgla_eval`` slice out, records why,
+    and gives its verdict on all rows (the ``pgla`` tests are INSUFFICIENT)."""
+    if variant != "base":
+        return None
+    try:
+        return data.pgla(seed).eval_rows
+    except InsufficientData as e:
+        faith.invalid(f"{EVAL_ROWS} slice not computed", 1, examples=[e.reason])
+        return e
 
 
 @pytest.mark.parametrize("variant", PREMISE_VARIANTS)
@@ -118,9 +138,11 @@ def test_premise_accuracy(
     _record_boot(faith, ss, "all rows")
     per_order = per_order_accuracy(c, m)
     faith.metric(name, ss.acc[split], ci=ss.ci[split], n=ss.n[split])
-    ev = _scores(shuffled, run, _eval_rows(premise_data, variant, faith_seed), faith_seed)
-    _record_boot(faith, ev, EVAL_ROWS)
-    faith.metric(name, ev.acc[split], ci=ev.ci[split], n=ev.n[split], slice=EVAL_ROWS)
+    rows = _eval_rows(faith, premise_data, variant, faith_seed)
+    if not isinstance(rows, InsufficientData):
+        ev = _scores(shuffled, run, rows, faith_seed)
+        _record_boot(faith, ev, EVAL_ROWS)
+        faith.metric(name, ev.acc[split], ci=ev.ci[split], n=ev.n[split], slice=EVAL_ROWS)
     faith.metric(name, float(per_order[0]), n=int(m.sum()), slice="fixed order")
     faith.metric(f"{name}_shuffle_pm", shuffle_spread(per_order[1:]), n=int(m.sum()), higher_is_better=False)
     recs = [r for r, k in zip(run.records, m, strict=True) if k]
@@ -155,11 +177,12 @@ def test_balanced_accuracy(faith: Faith, premise_data: PremiseData, variant: str
     _record_boot(faith, ss, "all rows")
     where = "vision only" if ss.vision_only else None
     faith.metric("Bal", ss.bal, ci=ss.bal_ci, n=n_stim, slice=where)
-    rows = _eval_rows(premise_data, variant, faith_seed)
-    ev = _scores(c[:, 1:].mean(axis=1), run, rows, faith_seed)
-    _record_boot(faith, ev, EVAL_ROWS)
-    n_ev = n_stim if rows is None else len({run.records[int(i)].stimulus_id for i in rows})
-    faith.metric("Bal", ev.bal, ci=ev.bal_ci, n=n_ev, slice=EVAL_ROWS)
+    rows = _eval_rows(faith, premise_data, variant, faith_seed)
+    if not isinstance(rows, InsufficientData):
+        ev = _scores(c[:, 1:].mean(axis=1), run, rows, faith_seed)
+        _record_boot(faith, ev, EVAL_ROWS)
+        n_ev = n_stim if rows is None else len({run.records[int(i)].stimulus_id for i in rows})
+        faith.metric("Bal", ev.bal, ci=ev.bal_ci, n=n_ev, slice=EVAL_ROWS)
     fixed = _scores(c[:, 0].astype(float), run, None, faith_seed)
     _record_boot(faith, fixed, "fixed order")
     faith.metric("Bal", fixed.bal, ci=fixed.bal_ci, n=n_stim, slice="fixed order")
@@ -176,20 +199,26 @@ def test_balanced_accuracy(faith: Faith, premise_data: PremiseData, variant: str
 
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_prompt_variant(faith: Faith, premise_data: PremiseData, prompt: str, faith_seed: int) -> None:
-    """A2 (binary TRUE/FALSE), A3 (chain of thought, last valid letter) and A4 (warned) beside A1 on the
-    same records (App. C, I.1): accuracy per split and Bal (Eq. 1), and ΔBal against A1 paired over
-    stimuli (A3 against A1's fixed order, since CoT is run in the fixed order only). Diagnostic: no gate;
-    answers that cannot be read are counted wrong and reported, never guessed."""
+    """A2 (binary TRUE/FALSE), A3 (chain of thought, last valid letter), A4 (warned), A5 (TRUE/FALSE with
+    an explanation, verdict parsed) and A6/A7 (A1 on the clip trimmed to the answer timestamp, ±50% for
+    A7) beside A1 on the same records (App. C, I.1): accuracy per split and Bal (Eq. 1), and ΔBal against
+    A1 paired over stimuli (A3 against A1's fixed order, since CoT is run in the fixed order only).
+    Diagnostic: no gate; answers that cannot be read are counted wrong and reported, never guessed;
+    records a variant does not apply to (A6/A7 on images) are reported not applicable with the reason."""
     vr = premise_data.prompt_run(prompt)
     _record_invalid(faith, premise_data)
+    run = premise_data.run
+    for why, count in sorted(vr.not_applicable.items()):
+        faith.invalid(f"{prompt} not applicable", count, total=len(run.records), examples=[why])
     for kind, count in sorted(vr.invalid.items()):
         faith.invalid(kind, count, total=len(vr.records), examples=vr.examples.get(kind, []))
-    run = premise_data.run
     at = {r.item_id: i for i, r in enumerate(run.records)}
     rows = np.array([at[r.item_id] for r in vr.records], dtype=np.int64)
     lost = len(run.records) - len(rows)
-    unread = vr.invalid.get("unreadable video", 0)
+    unread = vr.invalid.get("unreadable video", 0) + sum(vr.not_applicable.values())
     assert lost == unread, f"{prompt}: {lost - unread} records neither answered nor counted invalid"
+    if not vr.records:  # nothing it applies to (A6/A7 on image stimuli): the counts above say why
+        return
     where = f"prompt={prompt}"
     sp, stim = [r.split for r in vr.records], [r.stimulus_id for r in vr.records]
     ss = split_scores(vr.correct, sp, stim, n_resamples=PREMISE_BOOTSTRAP, seed=faith_seed)
@@ -222,6 +251,8 @@ def test_representation_action_gap(faith: Faith, premise_data: PremiseData, fait
     tfidf = tfidf_baseline(texts, y, folds, seed=faith_seed)
     faith.metric("text_tfidf_acc", tfidf.accuracy, n=len(y), higher_is_better=False)
     baselines = {"TF-IDF": tfidf.accuracy}
+    public = tfidf_baseline(texts, y, folds, seed=faith_seed, public=True)  # recorded, not gated
+    faith.metric("text_tfidf_acc", public.accuracy, n=len(y), higher_is_better=False, slice=PUBLIC_TFIDF)
     try:
         emb = premise_data.embeddings()
     except EmbedderUnavailable as e:
@@ -232,18 +263,28 @@ def test_representation_action_gap(faith: Faith, premise_data: PremiseData, fait
         faith.metric("text_sbert_acc", sbert.accuracy, n=len(y), higher_is_better=False)
         res = residualised_probe(run.states[layer], emb, y, folds, seed=faith_seed)
         faith.metric("probe_acc_residualised", res.result.accuracy if res.result else float("nan"), n=len(y))
-        if res.result is None:
-            faith.invalid(
-                "residualised probe undefined (null space empty)",
-                1,
-                examples=[f"Ridge W spans {max(res.removed_dims)} of {res.hidden_dims} hidden dims"],
-            )
+        pub = residualised_probe(run.states[layer], emb, y, folds, seed=faith_seed, standardise=True)
+        faith.metric("probe_acc_residualised", pub.result.accuracy if pub.result else float("nan"),
+                     n=len(y), slice=PUBLIC_RESID)  # recorded, not gated
+        for r, where in ((res, "App. L"), (pub, PUBLIC_RESID)):
+            if r.result is None:
+                faith.invalid(
+                    f"residualised probe undefined (null space empty; {where})",
+                    1,
+                    examples=[f"Ridge W spans {max(r.removed_dims)} of {r.hidden_dims} hidden dims"],
+                )
     gold = np.array([r.correct_index for r in run.records])
     mis = y == 1
     mis_rate = float(correct(answers(run.logits[mis][:, 1:]), gold[mis]).mean())
     faith.metric("behaviour_mis_rejection", mis_rate, n=int(mis.sum()))
+    # std_v vs mis_v, one of each per stimulus: balanced 1:1 within modality like Table 16's "Original"
+    # column (Table 3's 1:2 cross-modal probe is another quantity); chance is the majority share
+    assert {r.split for r in run.records} <= set(VISION_SPLITS), "the probe is within the vision splits"
     chance = max(float(y.mean()), 1.0 - float(y.mean()))
-    faith.metric("probe_margin", probe_margin(accs, baselines, chance), n=len(y))
+    faith.metric("probe_misleading_share", float(y.mean()), n=len(y), higher_is_better=False)
+    nested = nested_peak(run.states, y, stim, folds, seed=faith_seed)
+    faith.metric("probe_margin", margin_over_text(nested.accuracy, baselines, chance), n=len(y))
+    faith.metric("probe_margin", probe_margin(accs, baselines, chance), n=len(y), slice=IN_SAMPLE)
     layers = list(range(len(accs)))
     faith.plot(
         "probe accuracy by layer (misleading vs standard), text-only baselines as lines",

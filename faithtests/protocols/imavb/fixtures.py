@@ -3,10 +3,11 @@ and K shuffles, last-token states, the logit lens and the PGLA variant, once per
 
 Datasets: the reference world always (``PREMISE_WORLD_STIMULI`` scenes × standard / misleading vision);
 ``--faith-data imavb=PATH`` adds a local copy of IMAVB (any layout of ``sources.load_imavb``; videos
-sampled to ``IMAVB_FRAMES`` frames; ``--faith-limit N`` keeps the first N stimuli with all their
-variants). Prompts carry video frames only, so the audio splits are recorded as not applicable (with the
-reason) for every model until audio input exists. The VLM under test is the plugin's ``faith_vlm``;
-torch and scikit-learn load only when a fixture runs.
+sampled to ``IMAVB_FRAMES`` = 50 frames, ``--faith-imavb-frames N`` (ini ``faith_imavb_frames``) to
+change it, recorded in the fingerprint's ``settings``; ``--faith-limit N`` keeps the first N stimuli
+with all their variants). Prompts carry video frames only, so the audio splits are recorded as not
+applicable (with the reason) for every model until audio input exists. The VLM under test is the
+plugin's ``faith_vlm``; torch and scikit-learn load only when a fixture runs.
 
 What several tests need is computed once per (model, dataset) and kept on :class:`PremiseData`: the
 all-rows probe curve of the gap analysis (§4.3), the sentence embeddings, and the PGLA protocol (its own
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
-from faithtests.config import run_config
+from faithtests.config import record_setting, run_config
 
 if TYPE_CHECKING:  # numpy, torch and scikit-learn are not imported at plugin load
     import numpy as np
@@ -39,8 +40,8 @@ if TYPE_CHECKING:  # numpy, torch and scikit-learn are not imported at plugin lo
 #: Reference-world stimuli per run (each gives a standard and a misleading question): enough for CIs
 #: of about ±0.05 on a split, and the whole suite runs in well under a minute on 2 cores.
 PREMISE_WORLD_STIMULI = 200
-#: Frames sampled uniformly per IMAVB video (option of the paper's harness; 8 by default).
-IMAVB_FRAMES = 8
+#: Frames sampled uniformly per IMAVB video: the paper's 50 (App. J) unless ``--faith-imavb-frames``.
+IMAVB_FRAMES = 50
 #: Bootstrap resamples over stimuli: the paper's 10,000 (one vectorised draw per call costs a few ms at
 #: this suite's 200 stimuli, so the default run reports the final numbers; no ``slow`` tier needed).
 PREMISE_BOOTSTRAP = 10_000
@@ -53,6 +54,36 @@ AUDIO_NOT_APPLICABLE = (
 )
 _DATA = pytest.StashKey[dict[tuple[str, str], "PremiseData"]]()
 _RECORDS = pytest.StashKey[dict[str, Any]]()
+_FRAMES = pytest.StashKey[int]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("faithtests")
+    help_ = f"IMAVB video frames sampled uniformly per clip (default {IMAVB_FRAMES}, the paper's App. J)"
+    g.addoption("--faith-imavb-frames", dest="faith_imavb_frames", default=None, metavar="N",
+                help=help_ + " (ini: faith_imavb_frames)")
+    parser.addini("faith_imavb_frames", help_, default=str(IMAVB_FRAMES))
+
+
+def parse_frames(text: str) -> int:
+    """``"50"`` → 50; anything but a positive integer is a UsageError."""
+    t = text.strip()
+    if not t.isdigit() or int(t) <= 0:
+        raise pytest.UsageError(f"--faith-imavb-frames: {text!r} is not a positive number of frames")
+    return int(t)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    value = config.getoption("faith_imavb_frames", None)
+    frames = parse_frames(str(value if value is not None else config.getini("faith_imavb_frames")))
+    config.stash[_FRAMES] = frames
+    # a setting that changes what IMAVB measures: recorded in the scorecard's fingerprint
+    record_setting(config, "imavb_frames", frames)
+
+
+def imavb_frames(config: pytest.Config) -> int:
+    """Frames per IMAVB clip in this run (``--faith-imavb-frames``)."""
+    return config.stash.get(_FRAMES, IMAVB_FRAMES)
 
 
 def premise_datasets(config: pytest.Config) -> list[str]:
@@ -117,7 +148,7 @@ class PremiseData:
             if self.run.states is None:
                 raise ValueError(f"{self.dataset}: the run kept no hidden states")
             y = np.array([r.misleading for r in self.run.records], dtype=np.int64)
-            folds = group_folds(y, self.stimuli(), seed=seed)
+            folds = group_folds(y, self.stimuli(), seed=seed, what="the §4.3 probe")
             self._gap[seed] = (layer_curve(self.run.states, y, folds, seed=seed), folds)
         return self._gap[seed]
 
@@ -142,7 +173,8 @@ class PremiseData:
     def pgla(self, seed: int, orders: Literal["shuffled", "fixed"] = "shuffled") -> PGLAResult:
         """The App. G protocol on this run (l* on the probe-training stimuli, 162-config CV, held-out
         outcomes), tuned and scored on the K shuffles (the suite's metric) or on the fixed order (the
-        paper's Table 4); β from the same orders."""
+        paper's Table 4); β from the same orders. Too few stimuli for it raises ``InsufficientData``
+        (``pgla.check_pgla_data``): its tests are INSUFFICIENT, the base verdicts stand without it."""
         if orders not in ("shuffled", "fixed"):
             raise ValueError(f"orders must be 'shuffled' or 'fixed', got {orders!r}")
         if (seed, orders) not in self._pgla:
@@ -241,7 +273,7 @@ def _records(config: pytest.Config, dataset: str) -> Loaded:
         else:
             from faithtests.protocols.imavb.sources import load_imavb
 
-            cache[dataset] = load_imavb(run.data["imavb"], n_frames=IMAVB_FRAMES)
+            cache[dataset] = load_imavb(run.data["imavb"], n_frames=imavb_frames(config))
     loaded: Loaded = cache[dataset]
     return loaded if dataset == "world" else cap_stimuli(loaded, run.limit)
 

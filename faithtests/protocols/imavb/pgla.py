@@ -1,8 +1,10 @@
-"""Probe-guided logit adjustment (PGLA, IMAVB §5, App. G): pure numpy / scikit-learn, no model calls
-(the ``Hooks.logit_adjuster`` factory that runs it inside an adapter is ``run.pgla_hooks``).
+"""Probe-guided logit adjustment (PGLA, IMAVB §5, App. G): numpy / scikit-learn (torch for the gate
+MLP), no model calls (the ``Hooks.logit_adjuster`` factory that runs it inside an adapter is
+``run.pgla_hooks``).
 
-A gate probe (MLP, 256 ReLU units, Adam lr 1e-3, 100 epochs, standardised inputs; App. G) trained on
-25% of the stimuli at l* gives P_mis per item. With g = P_mis^p and Δ = max(L_A..D) − max(L_E, L_F):
+A gate probe (MLP, 256 ReLU units, full-batch Adam lr 1e-3, 100 epochs, standardised inputs; App. G
+and the public ``train_probes.py``) trained on 25% of the stimuli at l* gives P_mis per item. With
+g = P_mis^p and Δ = max(L_A..D) − max(L_E, L_F):
 
     L_E' = L_E + σ(γ(g − α))·(sΔ + δ) − β/2        (Eq. 5)
     L_F' = L_F + σ(γ(g − α))·(sΔ + δ) + β/2        (Eq. 6)
@@ -33,7 +35,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from faithtests.protocols.imavb.metrics import answers
-from faithtests.protocols.imavb.records import SPLITS
+from faithtests.protocols.imavb.records import SPLITS, VISION_SPLITS
+from faithtests.scorecard.model import InsufficientData
 
 FloatArray = NDArray[np.float64]
 GAMMAS: Final = (0.5, 1.0, 2.0)
@@ -92,30 +95,45 @@ def pgla_beta(std_logits: ArrayLike) -> float:
     return float((x[:, 4] - x[:, 5]).mean())
 
 
-def train_gate_probe(X: ArrayLike, y: ArrayLike, *, seed: int = 0, epochs: int = 100) -> Any:
-    """The App. G gate: StandardScaler → MLP(256, ReLU), Adam lr 1e-3, ``epochs`` passes."""
-    import warnings
+class MLPGate:
+    """App. G's gate probe as fitted by :func:`train_gate_probe`: standardise, then Linear(D, 256) →
+    ReLU → Linear(256, 2); ``predict_proba`` gives [P(standard), P(misleading)] (softmax)."""
 
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.neural_network import MLPClassifier
-    from sklearn.pipeline import make_pipeline
+    def __init__(self, scaler: Any, net: Any) -> None:
+        self.scaler, self.net = scaler, net
+
+    def predict_proba(self, X: Any) -> Any:
+        import torch
+
+        x = torch.tensor(self.scaler.transform(np.asarray(X, dtype=np.float64)), dtype=torch.float32)
+        with torch.no_grad():
+            return torch.softmax(self.net(x), dim=1).double().numpy()
+
+
+def train_gate_probe(X: ArrayLike, y: ArrayLike, *, seed: int = 0, epochs: int = 100) -> MLPGate:
+    """The App. G gate, trained as App. G and the public ``train_probes.py`` do: StandardScaler (fit on
+    these rows) → MLP(256 ReLU, two-class output), ``torch.manual_seed(seed)`` initialisation,
+    cross-entropy, full-batch Adam (lr 1e-3), ``epochs`` = 100 steps, float32. The global torch RNG is
+    left as it was (``fork_rng``)."""
+    import torch
     from sklearn.preprocessing import StandardScaler
 
-    clf = make_pipeline(
-        StandardScaler(),
-        MLPClassifier(
-            hidden_layer_sizes=(256,),
-            activation="relu",
-            solver="adam",
-            learning_rate_init=1e-3,
-            max_iter=epochs,
-            random_state=seed,
-        ),
-    )
-    with warnings.catch_warnings():  # 100 epochs is the recipe, not a convergence criterion
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        clf.fit(np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.int64))
-    return clf
+    x = np.asarray(X, dtype=np.float64)
+    scaler = StandardScaler().fit(x)
+    xt = torch.tensor(scaler.transform(x), dtype=torch.float32)
+    yt = torch.tensor(np.asarray(y, dtype=np.int64), dtype=torch.long)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = torch.nn.Sequential(torch.nn.Linear(x.shape[1], 256), torch.nn.ReLU(), torch.nn.Linear(256, 2))
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    net.train()
+    for _ in range(epochs):  # one full-batch step per epoch
+        opt.zero_grad()
+        loss_fn(net(xt), yt).backward()
+        opt.step()
+    net.eval()
+    return MLPGate(scaler, net)
 
 
 def _split_means(correct: ArrayLike, splits: Sequence[str]) -> dict[str, FloatArray]:
@@ -174,9 +192,57 @@ def split_stimuli(
     """Rows whose stimulus falls in the probe-training share (all variants of a clip together)."""
     names = sorted({str(s) for s in stimuli})
     rng = np.random.default_rng(seed)
-    chosen = set(rng.permutation(len(names))[: max(1, round(share * len(names)))].tolist())
+    chosen = set(rng.permutation(len(names))[: _n_train(len(names), share)].tolist())
     picked = {names[i] for i in chosen}
     return np.array([str(s) in picked for s in stimuli], dtype=np.bool_)
+
+
+def _n_train(n_stimuli: int, share: float = TRAIN_SHARE) -> int:
+    return max(1, round(share * n_stimuli))
+
+
+def pgla_min_stimuli() -> int:
+    """The fewest stimuli App. G runs on: >= 2 probe-training stimuli (l*'s grouped CV) and one
+    evaluation stimulus per tuning fold (7 with the 25% share and 5 folds)."""
+    n = 1
+    while _n_train(n) < 2 or n - _n_train(n) < N_FOLDS:
+        n += 1
+    return n
+
+
+def _bal_gap(splits: Sequence[str]) -> str | None:
+    """Why Bal (Eq. 1) and the side accuracies are undefined on rows of these splits, or None."""
+    have = set(splits)
+    missing = [s for s in VISION_SPLITS if s not in have]
+    if missing:
+        return f"no {' or '.join(missing)} rows"
+    if ("standard_audio" in have) != ("misleading_audio" in have):
+        return "one audio split without the other"
+    return None
+
+
+def check_pgla_data(splits: Sequence[str], stimuli: Sequence[object], *, seed: int = 0) -> None:
+    """Raise :class:`InsufficientData` (the reason in plain words) when App. G cannot run on these rows:
+    fewer than :func:`pgla_min_stimuli` stimuli, probe-training rows without both labels (the gate probe
+    and l*'s CV need both, β the standard ones), or evaluation rows on which Bal is undefined. The
+    per-fold conditions are checked where the folds are drawn (``group_folds``, :func:`pgla_cv`)."""
+    n, need = len({str(s) for s in stimuli}), pgla_min_stimuli()
+    if n < need:
+        raise InsufficientData(
+            f"PGLA needs >= {need} stimuli ({_n_train(need)} to train the gate probe and choose l*, one per "
+            f"fold of the {N_FOLDS}-fold tuning), got {n}"
+        )
+    train = split_stimuli(stimuli, seed=seed)
+    sp = np.asarray([str(s) for s in splits])
+    labels = {s.startswith("misleading") for s in sp[train].tolist()}
+    if len(labels) < 2:
+        only = "misleading" if True in labels else "standard"
+        raise InsufficientData(
+            f"PGLA's probe-training stimuli need standard and misleading rows, got {only} rows only"
+        )
+    gap = _bal_gap(sp[~train].tolist())
+    if gap:
+        raise InsufficientData(f"PGLA's evaluation rows need both vision splits for Bal (Eq. 1), got {gap}")
 
 
 def _split_codes(splits: Sequence[str]) -> NDArray[np.int64]:
@@ -190,14 +256,13 @@ def pgla_layer(
     stimulus) on the probe-training stimuli only (:func:`split_stimuli`); ``states`` [L, N, D]."""
     from faithtests.protocols.imavb.probes import group_folds, layer_curve, peak_layer
 
+    check_pgla_data(splits, stimuli, seed=seed)
     s = np.asarray(states)
     tr = np.flatnonzero(split_stimuli(stimuli, seed=seed))
     y = np.array([str(splits[int(i)]).startswith("misleading") for i in tr], dtype=np.int64)
     st = [stimuli[int(i)] for i in tr]
-    n_groups = len({str(x) for x in st})
-    if n_groups < 2:
-        raise ValueError(f"pgla_layer: {n_groups} probe-training stimuli; need at least 2 for CV")
-    folds = group_folds(y, st, n_splits=min(LAYER_FOLDS, n_groups), seed=seed)
+    n_groups = len({str(x) for x in st})  # >= 2 (check_pgla_data)
+    folds = group_folds(y, st, n_splits=min(LAYER_FOLDS, n_groups), seed=seed, what="PGLA's choice of l*")
     accs = tuple(r.accuracy for r in layer_curve(s[:, tr], y, folds, seed=seed))
     return peak_layer(accs), accs
 
@@ -206,6 +271,7 @@ def pgla_gate(states: ArrayLike, layer: int, splits: Sequence[str], stimuli: Seq
               seed: int = 0) -> GateProbe:
     """The App. G gate probe (:func:`train_gate_probe`) on ``states[layer]`` of the probe-training
     stimuli (:func:`split_stimuli`), labelled misleading or not."""
+    check_pgla_data(splits, stimuli, seed=seed)
     h = np.asarray(np.asarray(states)[layer], dtype=np.float64)
     tr = np.flatnonzero(split_stimuli(stimuli, seed=seed))
     mis = np.array([str(splits[int(i)]).startswith("misleading") for i in tr], dtype=np.bool_)
@@ -276,6 +342,7 @@ def pgla_cv(
     tuning differ."""
     from faithtests.protocols.imavb.probes import group_folds
 
+    check_pgla_data(splits, stimuli, seed=seed)
     lg = np.asarray(logits, dtype=np.float64)
     bl = lg if beta_logits is None else np.asarray(beta_logits, dtype=np.float64)
     l_star, curve = pgla_layer(states, splits, stimuli, seed=seed) if layer is None else layer
@@ -289,7 +356,14 @@ def pgla_cv(
     beta = pgla_beta(bl[tr][~mis[tr]].reshape(-1, 6))
     p = np.asarray(probe.predict_proba(h[ev])[:, 1], dtype=np.float64)
     ev_sp = [sp[int(i)] for i in ev]
-    folds = group_folds(_split_codes(ev_sp), [stimuli[int(i)] for i in ev], n_splits=N_FOLDS, seed=seed)
+    folds = group_folds(_split_codes(ev_sp), [stimuli[int(i)] for i in ev], n_splits=N_FOLDS, seed=seed,
+                        what="PGLA's tuning")
+    for k, (tu, te) in enumerate(folds, 1):
+        for part, idx in (("tuning", tu), ("held-out", te)):
+            gap = _bal_gap([ev_sp[int(i)] for i in idx])
+            if gap:
+                raise InsufficientData(f"PGLA's {N_FOLDS}-fold tuning needs both vision splits in every fold "
+                                       f"for Bal (Eq. 1), got {gap} in fold {k}'s {part} rows")
     corr = grid_correct(lg[ev], p, gd[ev], beta)  # [G, n_eval]
     base = grid_correct(lg[ev], p, gd[ev], 0.0, (IDENTITY,))[0]
     fold_of = np.zeros(len(ev), dtype=np.int64)

@@ -9,10 +9,14 @@ last-token hidden states, text-only baselines, and the residualised probe. sciki
   CV accuracy (the first on a tie).
 * Text-only baselines on the question text alone, same folds: TF-IDF (unigrams + bigrams) and sentence
   embeddings (all-MiniLM-L6-v2; computed by ``run.sentence_embeddings``), each with the same classifier.
+  The public code's TF-IDF (``residualized_probing.py``: unigrams, at most 5000 features) is offered as
+  ``tfidf_baseline(..., public=True)``, recorded beside ours, not gated (the paper names no settings).
 * Residualised probe (App. L): per fold, Ridge (α = 1, no intercept) from hidden states to text
   embeddings fit on the train split, W = U S Vᵀ, keep the right singular vectors with s > 1e-5·s_max
   (V_k), h_res = h − V_k V_kᵀ h on train and test, then the probe. When V_k spans the whole hidden space
   (d_hidden ≤ rank W, e.g. a 128-wide model against 384-dim embeddings) nothing is left: undefined.
+  The public code standardises the states and the embeddings (fit on the train split) before the
+  Ridge; App. L does not say so: ``residualised_probe(..., standardise=True)``, recorded, not gated.
 """
 
 from __future__ import annotations
@@ -24,20 +28,41 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from faithtests.scorecard.model import InsufficientData
+
 FloatArray = NDArray[np.float64]
 Folds = list[tuple[NDArray[np.int64], NDArray[np.int64]]]
 N_FOLDS = 4
 REL_TOL = 1e-5
 
 
-def group_folds(y: ArrayLike, groups: Sequence[object], *, n_splits: int = N_FOLDS, seed: int = 0) -> Folds:
-    """Stratified group K-fold indices (§4.3): all rows of a group in one test fold."""
+def group_folds(
+    y: ArrayLike, groups: Sequence[object], *, n_splits: int = N_FOLDS, seed: int = 0, what: str = "the probe"
+) -> Folds:
+    """Stratified group K-fold indices (§4.3): all rows of a group in one test fold. Too few stimuli for
+    the folds (fewer groups than ``n_splits``, one label only, a fold whose training rows hold one label
+    or whose test rows are empty) raises :class:`InsufficientData` naming ``what``, before scikit-learn
+    would ("n_splits=4 greater than the number of groups", "needs samples of at least 2 classes")."""
     from sklearn.model_selection import StratifiedGroupKFold
 
     yy = np.asarray(y, dtype=np.int64)
     g = np.asarray([str(x) for x in groups])
+    n_groups, labels = len(set(g.tolist())), sorted(set(yy.tolist()))
+    if n_groups < n_splits or len(labels) < 2:
+        raise InsufficientData(
+            f"{what} needs >= {n_splits} stimuli and both labels for {n_splits}-fold CV grouped by stimulus, "
+            f"got {n_groups} stimuli with label(s) {labels}"
+        )
     cv = StratifiedGroupKFold(n_splits=n_splits, shuffle=True, random_state=seed)
-    return [(tr.astype(np.int64), te.astype(np.int64)) for tr, te in cv.split(np.zeros(len(yy)), yy, g)]
+    folds = [(tr.astype(np.int64), te.astype(np.int64)) for tr, te in cv.split(np.zeros(len(yy)), yy, g)]
+    for k, (tr, te) in enumerate(folds, 1):
+        trained = sorted(set(yy[tr].tolist()))
+        if te.size == 0 or len(trained) < 2:
+            raise InsufficientData(
+                f"{what} needs test rows and both labels in the training rows of each of {n_splits} "
+                f"folds, got fold {k} with {te.size} test rows, training label(s) {trained}"
+            )
+    return folds
 
 
 def _classifier(seed: int) -> Any:
@@ -96,24 +121,73 @@ def probe_margin(
     return float(layer_accuracy[peak_layer(layer_accuracy)]) - best
 
 
-def tfidf_features(texts: Sequence[str], train: ArrayLike) -> Any:
-    """TF-IDF of the texts, vocabulary and idf fit on the ``train`` rows only."""
+#: The public code's TF-IDF (``residualized_probing.py``): unigrams, at most 5000 features.
+PUBLIC_TFIDF_MAX_FEATURES = 5000
+
+
+@dataclass(frozen=True)
+class NestedPeak:
+    """Held-out probe accuracy at a layer chosen without the test fold: per outer fold, l* is the peak
+    of an inner grouped CV on the outer training rows; ``layers`` are those choices."""
+
+    accuracy: float
+    fold_accuracy: tuple[float, ...]
+    layers: tuple[int, ...]
+
+
+def nested_peak(
+    states: ArrayLike, y: ArrayLike, groups: Sequence[object], folds: Folds, *, seed: int = 0,
+    inner_splits: int = N_FOLDS - 1,
+) -> NestedPeak:
+    """The probe at l* with l* chosen out of sample (the gated ``probe_margin``): the peak of a CV
+    curve is the maximum over L noisy accuracies, biased upwards at a few hundred rows (random states
+    reach +0.07 at 400 rows); choosing l* on each outer fold's training rows removes that bias. The
+    paper reads l* off the curve itself (recorded beside it); at its 2,000 rows the bias is smaller."""
+    s = np.asarray(states, dtype=np.float64)
+    yy = np.asarray(y, dtype=np.int64)
+    g = [groups[int(i)] for i in range(len(yy))]
+    accs: list[float] = []
+    layers: list[int] = []
+    for tr, te in folds:
+        inner = group_folds(yy[tr], [g[int(i)] for i in tr], n_splits=inner_splits, seed=seed,
+                            what="the nested choice of l*")
+        layer = peak_layer([r.accuracy for r in layer_curve(s[:, tr], yy[tr], inner, seed=seed)])
+        clf = _classifier(seed).fit(s[layer, tr], yy[tr])
+        accs.append(float((clf.predict(s[layer, te]) == yy[te]).mean()))
+        layers.append(layer)
+    return NestedPeak(float(np.mean(accs)), tuple(accs), tuple(layers))
+
+
+def margin_over_text(accuracy: float, baselines: Mapping[str, float], chance: float = 0.5) -> float:
+    """``accuracy`` minus the best text-only baseline, floored at ``chance`` (as :func:`probe_margin`)."""
+    if not baselines:
+        raise ValueError("margin_over_text: no text-only baseline")
+    return float(accuracy) - max(chance, *(float(v) for v in baselines.values()))
+
+
+def tfidf_features(texts: Sequence[str], train: ArrayLike, *, public: bool = False) -> Any:
+    """TF-IDF of the texts, vocabulary and idf fit on the ``train`` rows only: unigrams + bigrams, or
+    with ``public`` the public code's unigrams capped at 5000 features."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    vec = TfidfVectorizer(ngram_range=(1, 2), min_df=1)
+    vec = (TfidfVectorizer(max_features=PUBLIC_TFIDF_MAX_FEATURES) if public
+           else TfidfVectorizer(ngram_range=(1, 2), min_df=1))
     vec.fit([texts[int(i)] for i in np.asarray(train)])
     return vec.transform(list(texts))
 
 
-def tfidf_baseline(texts: Sequence[str], y: ArrayLike, folds: Folds, *, seed: int = 0) -> ProbeResult:
-    """Text-only TF-IDF classifier over the same folds (§4.3 "Text confound control")."""
+def tfidf_baseline(
+    texts: Sequence[str], y: ArrayLike, folds: Folds, *, seed: int = 0, public: bool = False
+) -> ProbeResult:
+    """Text-only TF-IDF classifier over the same folds (§4.3 "Text confound control"); ``public``: the
+    public code's vectoriser (:func:`tfidf_features`)."""
     from sklearn.linear_model import LogisticRegression
 
     yy = np.asarray(y, dtype=np.int64)
     pred = np.full(yy.shape, -1, dtype=np.int64)
     accs = []
     for tr, te in folds:
-        feats = tfidf_features(texts, tr)
+        feats = tfidf_features(texts, tr, public=public)
         clf = LogisticRegression(C=1.0, solver="lbfgs", max_iter=1000, random_state=seed).fit(
             feats[tr], yy[tr]
         )
@@ -147,10 +221,14 @@ class Residualised:
 
 
 def residualised_probe(
-    H: ArrayLike, E: ArrayLike, y: ArrayLike, folds: Folds, *, alpha: float = 1.0, seed: int = 0
+    H: ArrayLike, E: ArrayLike, y: ArrayLike, folds: Folds, *, alpha: float = 1.0, seed: int = 0,
+    standardise: bool = False,
 ) -> Residualised:
-    """The residualised probe of App. L at one layer: ``H`` [N, d_hidden], ``E`` [N, d_text]."""
+    """The residualised probe of App. L at one layer: ``H`` [N, d_hidden], ``E`` [N, d_text]; with
+    ``standardise``, the public code's variant (states and embeddings standardised on the train split
+    before the Ridge; the projection then acts on the standardised states)."""
     from sklearn.linear_model import Ridge
+    from sklearn.preprocessing import StandardScaler
 
     h = np.asarray(H, dtype=np.float64)
     e = np.asarray(E, dtype=np.float64)
@@ -159,13 +237,18 @@ def residualised_probe(
     accs: list[float] = []
     ks: list[int] = []
     for tr, te in folds:
-        W = Ridge(alpha=alpha, fit_intercept=False).fit(h[tr], e[tr]).coef_  # [d_text, d_hidden]
+        h_tr, h_te, e_tr = h[tr], h[te], e[tr]
+        if standardise:
+            sh = StandardScaler().fit(h_tr)
+            h_tr, h_te = sh.transform(h_tr), sh.transform(h_te)
+            e_tr = StandardScaler().fit_transform(e_tr)
+        W = Ridge(alpha=alpha, fit_intercept=False).fit(h_tr, e_tr).coef_  # [d_text, d_hidden]
         vk = nullspace_basis(W)
         ks.append(int(vk.shape[1]))
         if vk.shape[1] >= h.shape[1]:
             return Residualised(None, tuple(ks), h.shape[1])
-        clf = _classifier(seed).fit(project_out(h[tr], vk), yy[tr])
-        pred[te] = clf.predict(project_out(h[te], vk))
+        clf = _classifier(seed).fit(project_out(h_tr, vk), yy[tr])
+        pred[te] = clf.predict(project_out(h_te, vk))
         accs.append(float((pred[te] == yy[te]).mean()))
     return Residualised(ProbeResult(float(np.mean(accs)), tuple(accs), pred), tuple(ks), h.shape[1])
 

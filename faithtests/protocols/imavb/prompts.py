@@ -1,10 +1,13 @@
-"""The single-turn prompts of IMAVB App. I.1 (A1 baseline, A2 binary, A3 CoT, A4 warned).
+"""The single-turn prompts of IMAVB App. I.1 (A1 baseline, A2 binary, A3 CoT, A4 warned, A5 binary
+with explanation, A6/A7 temporal trimming).
 
 Texts are App. I.1's verbatim, laid out one option per line. Where the paper disagrees with itself the
 choice is recorded here: A1's instruction is I.1's "options letter" (SPEC §3 restates it as "option's
 letter"; the reference VLM was trained on I.1's form, ``faithtests/reference/prompts.py``); A4's warning
 is I.1's template (App. C paraphrases it as "Note: the visual or audio premise in this question may be
-incorrect. Verify before answering."). The stimulus (one image, or N video frames) travels in
+incorrect. Verify before answering."); A5's addition is I.1's "Explain your reasoning in 1–2
+sentences." (App. C: "Explain your answer ..."), on a new line after A2's text. A6/A7 are A1's text on a
+trimmed clip (the trimming is the runner's). The stimulus (one image, or N video frames) travels in
 ``Prompt.images``; the model's chat template places it before the text.
 """
 
@@ -18,8 +21,13 @@ from PIL import Image
 from faithtests.models.interfaces import Prompt
 from faithtests.protocols.imavb.records import LETTERS, modality
 
-Variant = Literal["A1", "A2", "A3", "A4"]
-VARIANTS: Final[tuple[Variant, ...]] = ("A1", "A2", "A3", "A4")
+Variant = Literal["A1", "A2", "A3", "A4", "A5", "A6", "A7"]
+VARIANTS: Final[tuple[Variant, ...]] = ("A1", "A2", "A3", "A4", "A5", "A6", "A7")
+#: Variants that trim the video to the ground-truth answer timestamp (App. C): video stimuli only.
+TRIMMED: Final[tuple[Variant, ...]] = ("A6", "A7")
+A5_TAIL: Final = "Explain your reasoning in 1–2 sentences."
+#: A7's padding: the window grows by this fraction of its length on each side (App. C "±50%").
+A7_PADDING: Final = 0.5
 
 A1_INSTRUCTION: Final = "Answer with the options letter from the given choices directly."
 A3_HEAD: Final = (
@@ -45,7 +53,9 @@ A2_AUDIO: Final = (
 )
 A2_ANSWERS: Final[tuple[str, str]] = ("TRUE", "FALSE")
 #: max_new_tokens per variant (App. C, Table 6).
-MAX_NEW_TOKENS: Final[dict[str, int]] = {"A1": 16, "A2": 64, "A3": 512, "A4": 16}
+MAX_NEW_TOKENS: Final[dict[str, int]] = {
+    "A1": 16, "A2": 64, "A3": 512, "A4": 16, "A5": 256, "A6": 16, "A7": 16,
+}
 
 
 def question_block(question: str, options: Sequence[str]) -> str:
@@ -76,11 +86,31 @@ def a4_text(question: str, options: Sequence[str]) -> str:
     return A4_HEAD + "\n" + a1_text(question, options)
 
 
+def a5_text(question: str, split: str) -> str:
+    """A5 binary with explanation (App. I.1): A2's text and "Explain your reasoning in 1–2 sentences."."""
+    return a2_text(question, split) + "\n" + A5_TAIL
+
+
+def trim_window(window: tuple[float, float], variant: str) -> tuple[float, float]:
+    """The clip A6/A7 keep (App. C): A6 the ground-truth window itself; A7 the window widened by
+    ``A7_PADDING`` of its length on each side, never before 0 s (past the end, the decoder simply finds
+    no more frames)."""
+    start, end = window
+    if variant == "A6":
+        return start, end
+    if variant == "A7":
+        pad = A7_PADDING * (end - start)
+        return max(0.0, start - pad), end + pad
+    raise ValueError(f"trim_window: {variant!r} is not A6 or A7")
+
+
 def prompt_text(variant: str, question: str, options: Sequence[str], split: str) -> str:
-    if variant == "A1":
+    if variant in ("A1", "A6", "A7"):
         return a1_text(question, options)
     if variant == "A2":
         return a2_text(question, split)
+    if variant == "A5":
+        return a5_text(question, split)
     if variant == "A3":
         return a3_text(question, options)
     if variant == "A4":
@@ -99,3 +129,21 @@ def last_valid_letter(text: str) -> str | None:
 
     found = re.findall(r"(?<![A-Za-z])([A-F])(?![A-Za-z])", text)
     return found[-1] if found else None
+
+
+def parse_verdict(text: str) -> tuple[str | None, str]:
+    """A5's reply → (verdict "TRUE"/"FALSE" or ``None``, explanation). The verdict is the reply's first
+    word when it is TRUE or FALSE, else the one of the two that the first sentence contains alone (the
+    public judge's extraction rule); a reply naming neither or both is ``None`` (counted invalid, never
+    guessed). The explanation is the reply without a leading verdict word."""
+    import re
+
+    words = text.split()
+    if not words:
+        return None, ""
+    first = words[0].strip(".,!:;\"'()").upper()
+    if first in A2_ANSWERS:
+        return first, text.strip()[len(words[0]):].lstrip(" \n.,:;-").strip()
+    head = re.split(r"[.!?\n]", text.strip(), maxsplit=1)[0].upper()
+    found = {w for w in A2_ANSWERS if re.search(rf"\b{w}\b", head)}
+    return (found.pop() if len(found) == 1 else None), text.strip()

@@ -37,6 +37,8 @@ OPTION_F: Final = "The audio detail in the question is incorrect"
 
 #: Loads the stimulus: one image (reference world) or N uniformly sampled video frames (IMAVB).
 MediaLoader = Callable[[], tuple[Image.Image, ...]]
+#: Loads N frames sampled uniformly within a time window (start, end) in seconds (A6/A7 trimming).
+WindowLoader = Callable[[float, float], tuple[Image.Image, ...]]
 
 
 def is_misleading(split: str) -> bool:
@@ -53,6 +55,9 @@ class PremiseRecord:
 
     ``stimulus_id`` groups the variants of one clip (probe folds, bootstrap unit); ``category`` is the
     question type and ``subcategory`` the misleading subcategory (App. H), ``None`` where absent.
+    ``answer_window`` is the ground-truth answer timestamp (start, end) in seconds (§2.3; A6/A7 trim
+    the clip to it), ``None`` where the row has none or the stimulus is an image; ``window_media``
+    samples frames within a window (video stimuli only).
     """
 
     item_id: str
@@ -65,6 +70,8 @@ class PremiseRecord:
     subcategory: str | None = None
     source: str = "world"
     media: MediaLoader | None = field(default=None, compare=False, repr=False)
+    answer_window: tuple[float, float] | None = None
+    window_media: WindowLoader | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if len(self.options) != 6:

@@ -9,7 +9,10 @@
   (Eqs. 3–4, :mod:`faithtests.models.lens`); HF adapters only, otherwise the reason it cannot run.
 * :func:`pgla_hooks` — PGLA (:mod:`.pgla`) as a ``Hooks.logit_adjuster`` for :func:`run_choice`.
 * :func:`run_variant` — A2 (TRUE/FALSE by the two replies' log-probabilities), A3 (greedy generation,
-  last valid letter; unparseable answers counted invalid) and A4 (the A1 protocol with the warning).
+  last valid letter; unparseable answers counted invalid), A4 (the A1 protocol with the warning), A5
+  (greedy generation up to 256 tokens, verdict and explanation parsed; unparseable verdicts counted
+  invalid) and A6/A7 (the A1 protocol on the clip trimmed to the answer timestamp, video only: image
+  stimuli and rows without a timestamp are counted not applicable with the reason).
 
 Stimuli that cannot be loaded (an unreadable video) and rows with non-finite logits are counted invalid
 by kind, never dropped silently: ``invalid`` maps kind → count, ``examples`` names the records.
@@ -24,16 +27,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from faithtests.data.invalid import CountsInvalid
+from faithtests.data.invalid import NONFINITE, CountsInvalid
 from faithtests.models.interfaces import Hooks, Prompt, VisionLanguageModel
 from faithtests.protocols.imavb.metrics import TIE, answers, correct
 from faithtests.protocols.imavb.pgla import PGLAConfig, pgla_adjust
 from faithtests.protocols.imavb.prompts import (
     A2_ANSWERS,
     MAX_NEW_TOKENS,
+    TRIMMED,
     last_valid_letter,
     make_prompt,
+    parse_verdict,
     prompt_text,
+    trim_window,
 )
 from faithtests.protocols.imavb.records import LETTERS, PremiseRecord
 from faithtests.protocols.imavb.shuffles import K_SHUFFLES, displayed, record_permutation, shuffle_ids
@@ -63,9 +69,13 @@ class ChoiceRun(CountsInvalid):
     total: int = 0
 
 
-def _media(run: Any, r: PremiseRecord) -> tuple[Any, ...] | None:
+#: ``media_of(record)`` → the frames a prompt carries (default: ``record.load_media()``).
+MediaOf = Callable[[PremiseRecord], tuple[Any, ...]]
+
+
+def _media(run: Any, r: PremiseRecord, media_of: MediaOf | None = None) -> tuple[Any, ...] | None:
     try:
-        return r.load_media()
+        return r.load_media() if media_of is None else media_of(r)
     except VideoError as e:
         run.reject("unreadable video", f"{r.item_id}: {e}")
         return None
@@ -80,8 +90,10 @@ def run_choice(
     hooks_for: HooksFor | None = None,
     want_states: bool = True,
     records_per_call: int = 4,
+    media_of: MediaOf | None = None,
 ) -> ChoiceRun:
-    """Six-letter logits of every record under the fixed order and ``k`` shuffles (module doc)."""
+    """Six-letter logits of every record under the fixed order and ``k`` shuffles (module doc); the
+    frames come from ``media_of`` when given (A6/A7's trimmed clip)."""
     if not records:
         raise ValueError("run_choice: no records")
     orders = shuffle_ids(k)
@@ -101,7 +113,7 @@ def run_choice(
         prompts: list[Prompt] = []
         chunk_perms: list[NDArray[np.int64]] = []
         for r in records[start : start + records_per_call]:
-            media = _media(out, r)
+            media = _media(out, r, media_of)
             if media is None:
                 continue
             chunk.append(r)
@@ -121,7 +133,7 @@ def run_choice(
         st = d.states.float().cpu().numpy() if want_states else None
         for j, r in enumerate(chunk):
             if not np.isfinite(lg[j]).all():
-                out.reject("non-finite logits", r.item_id)
+                out.reject(NONFINITE, r.item_id, detail="letter logits")
                 continue
             canon = np.empty(lg[j].shape)
             for s in range(len(orders)):
@@ -200,17 +212,22 @@ class VariantRun(CountsInvalid):
     correct: NDArray[np.float64]
     invalid: dict[str, int] = field(default_factory=dict)
     examples: dict[str, list[str]] = field(default_factory=dict)
-    replies: list[str] = field(default_factory=list)  # A2 "TRUE"/"FALSE"/"tie", A3 the generated text
+    replies: list[str] = field(default_factory=list)  # A2 "TRUE"/"FALSE"/"tie", A3/A5 the generated text
+    #: records the variant does not apply to (A6/A7: image stimuli, rows without a timestamp), by reason
+    not_applicable: dict[str, int] = field(default_factory=dict)
+    explanations: list[str] = field(default_factory=list)  # A5: the reply without its verdict word
 
 
 def run_variant(
     vlm: VisionLanguageModel, records: Sequence[PremiseRecord], prompt: str, *, k: int = K_SHUFFLES
 ) -> VariantRun:
-    """A2, A3 or A4 on ``records`` (:class:`VariantRun`)."""
+    """A2–A7 on ``records`` (:class:`VariantRun`)."""
     if prompt == "A4":
         return _run_warned(vlm, records, k)
-    if prompt not in ("A2", "A3"):
-        raise ValueError(f"run_variant: prompt {prompt!r} is not one of A2, A3, A4 (A1 is run_choice)")
+    if prompt in TRIMMED:
+        return _run_trimmed(vlm, records, prompt, k)
+    if prompt not in ("A2", "A3", "A5"):
+        raise ValueError(f"run_variant: prompt {prompt!r} is not one of A2-A7 (A1 is run_choice)")
     out = VariantRun(prompt, [], np.zeros(0))
     prompts: list[Prompt] = []
     for r in records:
@@ -230,6 +247,17 @@ def run_variant(
                 out.reject("TRUE/FALSE tie (never guessed)", r.item_id)
             out.replies.append("tie" if lp_true == lp_false else ("TRUE" if lp_true > lp_false else "FALSE"))
             ok.append(out.replies[-1] == ("FALSE" if r.misleading else "TRUE"))
+    elif prompt == "A5":
+        out.replies = vlm.generate(prompts, max_new_tokens=MAX_NEW_TOKENS["A5"])
+        ok = []
+        for r, text in zip(out.records, out.replies, strict=True):
+            verdict, why = parse_verdict(text)
+            out.explanations.append(why)
+            if verdict is None:
+                out.reject("unparseable A5 verdict (not one of TRUE/FALSE)", f"{r.item_id}: {text[:80]!r}")
+            elif not why:
+                out.reject("A5 reply without explanation (verdict scored)", f"{r.item_id}: {text[:80]!r}")
+            ok.append(verdict == ("FALSE" if r.misleading else "TRUE"))
     else:
         out.replies = vlm.generate(prompts, max_new_tokens=MAX_NEW_TOKENS["A3"])
         ok = []
@@ -246,6 +274,46 @@ def _run_warned(vlm: VisionLanguageModel, records: Sequence[PremiseRecord], k: i
     """A4: the A1 protocol (letter logits, fixed order + K shuffles) with the warning head."""
     run = run_choice(vlm, records, variant="A4", k=k, want_states=False)
     out = VariantRun("A4", run.records, np.zeros(0), dict(run.invalid), dict(run.examples))
+    if not run.records:
+        return out
+    ans = answers(run.logits[:, 1:])
+    gold = np.array([r.correct_index for r in run.records])
+    out.correct = correct(ans, gold).mean(axis=1).astype(np.float64)
+    for r, a in zip(run.records, ans, strict=True):
+        for _ in range(int((a == TIE).sum())):
+            out.reject("tied top logit", r.item_id)
+    return out
+
+
+IMAGE_NOT_APPLICABLE = "image stimulus: A6/A7 trim a video's timeline (App. C), an image has none"
+NO_TIMESTAMP = "no readable answer timestamp: nothing to trim to"
+
+
+def _run_trimmed(
+    vlm: VisionLanguageModel, records: Sequence[PremiseRecord], prompt: str, k: int
+) -> VariantRun:
+    """A6/A7: the A1 protocol (letter logits, fixed order + K shuffles) on the clip trimmed to the
+    ground-truth answer timestamp (A6) or that window ±50% (A7); records it cannot apply to are counted
+    by reason in ``not_applicable`` and left out."""
+    todo: list[PremiseRecord] = []
+    na: dict[str, int] = {}
+    for r in records:
+        why = (IMAGE_NOT_APPLICABLE if r.window_media is None
+               else NO_TIMESTAMP if r.answer_window is None else None)
+        if why is None:
+            todo.append(r)
+        else:
+            na[why] = na.get(why, 0) + 1
+    out = VariantRun(prompt, [], np.zeros(0), not_applicable=na)
+    if not todo:
+        return out
+
+    def trimmed(r: PremiseRecord) -> tuple[Any, ...]:
+        assert r.window_media is not None and r.answer_window is not None
+        return r.window_media(*trim_window(r.answer_window, prompt))
+
+    run = run_choice(vlm, todo, variant=prompt, k=k, want_states=False, media_of=trimmed)
+    out.records, out.invalid, out.examples = run.records, dict(run.invalid), dict(run.examples)
     if not run.records:
         return out
     ans = answers(run.logits[:, 1:])

@@ -12,10 +12,18 @@ correct_answer, video`` (optional: ``question_type`` / ``category``, ``misleadin
 * one JSON / JSONL / parquet file whose rows carry a ``split`` field, or a JSON object keyed by split.
 
 ``video`` is a path (absolute, or relative to the folder, its ``videos/`` or the split's folder) or a
-``datasets`` Video/dict value with a ``path``. Bad rows are counted by kind and never silently dropped:
-``missing field:<name>`` (an empty option counts as missing), ``correct_answer outside A-F``,
-``answer does not fit split`` (a standard answer must be A–D, misleading vision E, misleading audio F),
-``duplicate video_id in split``, ``missing video``, ``unreadable video``.
+``datasets`` Video/dict value with a ``path``. Bad rows are counted by kind and never silently dropped,
+each example naming its file, line (or row) and field: ``missing field:<name>`` (an empty option counts
+as missing), ``correct_answer not one letter A-F`` (exactly one of A–F after trimming whitespace: "a
+blue screen", "(C)" or "b" are not read as letters), ``answer does not fit split`` (a standard answer
+must be A–D, misleading vision E, misleading audio F), ``duplicate video_id in split``, ``missing
+video``, ``unreadable video``. A row's optional ground-truth answer timestamp (``answer_timestamp``
+and the other :data:`TIMESTAMP_KEYS`; "[20s-30s]", "20-30", [20, 30] or {"start", "end"}) is what
+A6/A7 trim to; one that cannot be read is counted (``answer_timestamp unreadable``) and the row kept.
+
+Errors that make the data set unusable are raised, naming the file and line: a JSONL line that is not
+JSON or not an object, a JSON row that is not an object, a split file with no rows, and a split present
+without its partner (standard without misleading, or the reverse) of the same modality.
 """
 
 from __future__ import annotations
@@ -33,7 +41,9 @@ from faithtests.protocols.imavb.records import LETTERS, SPLITS, PremiseRecord, S
 from faithtests.protocols.imavb.video import DEFAULT_FRAMES, probe_video, sample_frames
 
 REQUIRED = ("video_id", "question", *(f"option_{x.lower()}" for x in LETTERS), "correct_answer", "video")
-_ANSWER = re.compile(r"^\(?([A-Fa-f])\)?(?:[.:)\s].*)?$", re.DOTALL)
+TIMESTAMP_KEYS = ("answer_timestamp", "gt_timestamp", "timestamp", "answer_time")
+_SECONDS = r"(\d+(?:\.\d+)?|\d+:\d{2}(?::\d{2})?)\s*s?"
+_SPAN = re.compile(rf"^\[?\s*{_SECONDS}\s*(?:-|–|to|,)\s*{_SECONDS}\s*\]?$")
 CATEGORY_KEYS = ("question_type", "category", "question_category")
 SUBCATEGORY_KEYS = ("misleading_category", "misleading_subcategory", "subcategory", "misleading_type")
 
@@ -86,11 +96,43 @@ def _world_media(item: Any) -> Any:
 
 # ------------------------------------------------------------------------------------------ public
 def normalize_answer(value: object) -> str | None:
-    """ "A", "a", "(A)", "A." or "A. text" → "A"; anything else (e.g. "G", "Apple", 3) → None."""
+    """Exactly one letter A–F (surrounding whitespace trimmed) → that letter; anything else → None.
+    "a blue screen", "A. text", "(C)", "b", "G" and 3 are not answers: guessing a letter out of them
+    would score a malformed row."""
     if not isinstance(value, str):
         return None
-    m = _ANSWER.match(value.strip())
-    return m.group(1).upper() if m else None
+    v = value.strip()
+    return v if len(v) == 1 and v in LETTERS else None
+
+
+def _seconds(text: str) -> float:
+    parts = [float(x) for x in text.split(":")]
+    out = 0.0
+    for x in parts:
+        out = out * 60.0 + x
+    return out
+
+
+def parse_window(value: object) -> tuple[float, float] | None:
+    """A ground-truth answer timestamp → (start, end) seconds: "[20s-30s]", "20-30", "0:20-0:30",
+    [20, 30] or {"start": 20, "end": 30}; ``None`` when it cannot be read (or end < start)."""
+    start: object
+    end: object
+    if isinstance(value, Mapping):
+        start, end = value.get("start"), value.get("end")
+    elif isinstance(value, list | tuple) and len(value) == 2:
+        start, end = value
+    elif isinstance(value, str):
+        m = _SPAN.match(value.strip())
+        if m is None:
+            return None
+        start, end = _seconds(m.group(1)), _seconds(m.group(2))
+    else:
+        return None
+    if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in (start, end)):
+        return None
+    s, e = float(start), float(end)  # type: ignore[arg-type]
+    return (s, e) if 0.0 <= s <= e else None
 
 
 def _fits_split(split: str, letter: str) -> bool:
@@ -121,46 +163,73 @@ def _first(row: Mapping[str, Any], keys: Iterable[str]) -> str | None:
     return None
 
 
+def _window_loader(path: Path, n_frames: int) -> Any:
+    def load(start: float, end: float) -> tuple[Any, ...]:
+        return sample_frames(path, n_frames, (start, end))
+
+    return load
+
+
+def _timestamp(row: Mapping[str, Any], split: str) -> tuple[str, object] | None:
+    for k in (f"{split.split('_')[1]}_answer_timestamp", *TIMESTAMP_KEYS):
+        if row.get(k) not in (None, ""):
+            return k, row[k]
+    return None
+
+
+#: One row as read: (split, row, where it is: "FILE:LINE" or "FILE row I").
+Row = tuple[str, Mapping[str, Any], str]
+
+
 def validate_rows(
-    rows: Iterable[tuple[str, Mapping[str, Any]]],
+    rows: Iterable[Row],
     root: Path,
     *,
     n_frames: int = DEFAULT_FRAMES,
     check_videos: bool = True,
 ) -> Loaded:
-    """(split, row) pairs → records, counting every rejected row by kind (module doc)."""
+    """(split, row, origin) triples → records, counting every rejected row by kind (module doc); the
+    records of a stimulus are kept next to each other (its video decodes once)."""
     out = Loaded()
     seen: set[tuple[str, str]] = set()
-    for i, (split, row) in enumerate(rows):
+    for split, row, origin in rows:
         out.total += 1
-        where = f"{split}[{i}] video_id={row.get('video_id')!r}"
+        where = f"{origin} (split {split}, video_id {row.get('video_id')!r})"
         if split not in SPLITS:
-            out.reject("unknown split", f"{where}: split {split!r}")
+            out.reject("unknown split", f"{where} field split: {split!r}")
             continue
         missing = [
             k for k in REQUIRED if not (isinstance(row.get(k), str | Mapping) and str(row.get(k)).strip())
         ]
         if missing:
-            out.reject(f"missing field:{missing[0]}", where)
+            out.reject(f"missing field:{missing[0]}", f"{where} field {missing[0]}: missing or empty")
             continue
         letter = normalize_answer(row["correct_answer"])
         if letter is None:
-            out.reject("correct_answer outside A-F", f"{where}: {row['correct_answer']!r}")
+            out.reject("correct_answer not one letter A-F",
+                       f"{where} field correct_answer: {row['correct_answer']!r}")
             continue
         if not _fits_split(split, letter):
-            out.reject("answer does not fit split", f"{where}: {letter}")
+            out.reject("answer does not fit split", f"{where} field correct_answer: {letter}")
             continue
         vid = str(row["video_id"])
         if (split, vid) in seen:
-            out.reject("duplicate video_id in split", where)
+            out.reject("duplicate video_id in split", f"{where} field video_id")
             continue
         path = _video_path(row["video"], root, split)
         reason = "missing video" if path is None else (probe_video(path) if check_videos else None)
         if reason is not None:
-            out.reject(reason.split(":")[0], f"{where}: {reason} ({path})")
+            out.reject(reason.split(":")[0], f"{where} field video: {reason} ({path})")
             continue
         seen.add((split, vid))
         assert path is not None
+        window = None
+        ts = _timestamp(row, split)
+        if ts is not None:
+            window = parse_window(ts[1])
+            if window is None:  # the row still runs A1-A5; A6/A7 count it as not run
+                out.reject("answer_timestamp unreadable (A6/A7 skip the row)",
+                           f"{where} field {ts[0]}: {ts[1]!r}")
         out.records.append(
             PremiseRecord(
                 item_id=f"{vid}/{split}",
@@ -173,26 +242,60 @@ def validate_rows(
                 subcategory=_first(row, SUBCATEGORY_KEYS) if split.startswith("misleading") else None,
                 source="imavb",
                 media=partial(sample_frames, path, n_frames),
+                answer_window=window,
+                window_media=_window_loader(path, n_frames),
             )
         )
+    first = {sid: i for i, sid in reversed(list(enumerate(r.stimulus_id for r in out.records)))}
+    out.records.sort(key=lambda r: (first[r.stimulus_id], SPLITS.index(r.split)))
     return out
 
 
-def _read_table(path: Path) -> list[dict[str, Any]]:
+class DataError(ValueError):
+    """IMAVB data that cannot be read as rows; the message names the file and line."""
+
+
+def _objects(path: Path, rows: Iterable[object], where: Any) -> list[tuple[dict[str, Any], str]]:
+    out = []
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            raise DataError(f"{where(i)}: expected a JSON object (one row), got {type(r).__name__}")
+        out.append((r, where(i)))
+    return out
+
+
+def _read_jsonl(path: Path) -> list[tuple[dict[str, Any], str]]:
+    out = []
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}:{n}: not JSON ({e.msg} at column {e.colno})") from e
+        if not isinstance(row, dict):
+            raise DataError(f"{path}:{n}: expected a JSON object (one row), got {type(row).__name__}")
+        out.append((row, f"{path}:{n}"))
+    return out
+
+
+def _read_table(path: Path) -> list[tuple[dict[str, Any], str]]:
+    """(row, origin) of every row of one file; origin is ``FILE:LINE`` for JSONL, ``FILE row I`` else."""
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return _read_jsonl(path)
     if suffix == ".json":
         data = json.loads(path.read_text())
         if isinstance(data, dict) and "data" in data and isinstance(data["data"], list):
             data = data["data"]
         if not isinstance(data, list):
-            raise ValueError(f"{path}: expected a JSON list of rows (or an object keyed by split)")
-        return [dict(r) for r in data]
+            raise DataError(f"{path}: expected a JSON list of rows (or an object keyed by split)")
+        return _objects(path, data, lambda i: f"{path} row {i}")
     if suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        return cast(list[dict[str, Any]], pq.read_table(path).to_pylist())
+        rows = cast(list[dict[str, Any]], pq.read_table(path).to_pylist())
+        return [(r, f"{path} row {i}") for i, r in enumerate(rows)]
     if suffix == ".arrow":
         import pyarrow as pa
 
@@ -201,7 +304,8 @@ def _read_table(path: Path) -> list[dict[str, Any]]:
                 table = pa.ipc.open_stream(src).read_all()
             except pa.ArrowInvalid:
                 table = pa.ipc.open_file(src).read_all()
-        return cast(list[dict[str, Any]], table.to_pylist())
+        rows = cast(list[dict[str, Any]], table.to_pylist())
+        return [(r, f"{path} row {i}") for i, r in enumerate(rows)]
     raise ValueError(f"{path}: unsupported IMAVB file type {suffix!r} (json, jsonl, parquet, arrow)")
 
 
@@ -234,32 +338,47 @@ def _split_files(root: Path, split: str) -> list[Path]:
     return found
 
 
-def iter_rows(path: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(split, row) of every row under ``path`` in any supported layout (module doc)."""
+def iter_rows(path: str | Path) -> Iterator[Row]:
+    """(split, row, origin) of every row under ``path`` in any supported layout (module doc); a split
+    file with no rows, and a split without its partner of the same modality, raise :class:`DataError`."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"IMAVB data not found: {p}")
+    rows: list[Row] = []
     if p.is_file():
-        if p.suffix == ".json":
-            data = json.loads(p.read_text())
-            if isinstance(data, dict) and set(data) & set(SPLITS):
-                for split, rows in data.items():
-                    for r in rows:
-                        yield str(split), dict(r)
-                return
-        for r in _read_table(p):
-            yield str(r.get("split", "")), r
-        return
-    files = {s: _split_files(p, s) for s in SPLITS}
-    if not any(files.values()):
-        raise FileNotFoundError(
-            f"{p}: no IMAVB split files found (expected {SPLITS[0]}.jsonl/.json/.parquet, "
-            f"data/{SPLITS[0]}-*.parquet or a datasets save_to_disk folder with dataset_dict.json)"
-        )
-    for split in SPLITS:
-        for f in files[split]:
-            for r in _read_table(f):
-                yield split, r
+        data = json.loads(p.read_text()) if p.suffix == ".json" else None
+        if isinstance(data, dict) and set(data) & set(SPLITS):
+            for split, items in data.items():
+                if not isinstance(items, list) or not items:
+                    raise DataError(f"{p} field {split}: split has no rows (expected a non-empty list)")
+                rows += [(str(split), r, w)
+                         for r, w in _objects(p, items, lambda i, s=split: f"{p} {s} row {i}")]
+        else:
+            rows = [(str(r.get("split", "")), r, w) for r, w in _read_table(p)]
+    else:
+        files = {s: _split_files(p, s) for s in SPLITS}
+        if not any(files.values()):
+            raise FileNotFoundError(
+                f"{p}: no IMAVB split files found (expected {SPLITS[0]}.jsonl/.json/.parquet, "
+                f"data/{SPLITS[0]}-*.parquet or a datasets save_to_disk folder with dataset_dict.json)"
+            )
+        for split in SPLITS:
+            got = [(split, r, w) for f in files[split] for r, w in _read_table(f)]
+            if files[split] and not got:
+                raise DataError(f"{', '.join(map(str, files[split]))}: split {split} has no rows")
+            rows += got
+    _check_pairs(p, {s for s, _, _ in rows})
+    yield from rows
+
+
+def _check_pairs(path: Path, present: set[str]) -> None:
+    """Each modality needs both its standard and misleading split (Bal pairs them, Eq. 1)."""
+    for std, mis in (("standard_vision", "misleading_vision"), ("standard_audio", "misleading_audio")):
+        if (std in present) != (mis in present):
+            have, lack = (std, mis) if std in present else (mis, std)
+            raise DataError(f"{path}: split {lack} is missing (split {have} is present; Bal needs both)")
+    if not present & {"standard_vision", "misleading_vision"}:
+        raise DataError(f"{path}: no vision split rows (expected standard_vision and misleading_vision)")
 
 
 def load_imavb(path: str | Path, *, n_frames: int = DEFAULT_FRAMES, check_videos: bool = True) -> Loaded:

@@ -1,21 +1,36 @@
 """Video frames for IMAVB stimuli: N frames sampled uniformly over the clip with a real decoder (PyAV).
 
-Indices follow the common video-LLM convention (lmms-eval's ``np.linspace(0, total - 1, N)``, rounded),
-so a clip of ``total`` frames yields frames 0 and ``total - 1`` and N - 2 evenly spaced between. The
-frame count comes from the container (``stream.frames``) or, when it does not say, from counting the
-stream's packets; if decoding yields fewer frames than counted, the indices are recomputed on what was
-decoded. PyAV is the ``imavb`` extra: ``pip install 'faithtests[imavb]'``.
+N is 50 by default, as the paper feeds every model ("50 uniformly sampled video frames", App. J; the
+public extractor's ``--max_frames 50``); ``--faith-imavb-frames`` changes it. Indices follow the common
+video-LLM convention (lmms-eval's ``np.linspace(0, total - 1, N)``, rounded), so a clip of ``total``
+frames yields frames 0 and ``total - 1`` and N - 2 evenly spaced between (a clip shorter than N frames
+repeats frames). The frame count comes from the container (``stream.frames``) or, when it does not say,
+from counting the stream's packets; if decoding yields fewer frames than counted, the indices are
+recomputed on what was decoded.
+
+A6/A7 (App. C) trim the clip to a time window: the frames whose presentation time lies in
+[start, end] seconds are the clip, and N are sampled uniformly over them the same way.
+
+Decoding 50 frames of a long clip is the expensive step, so the last few (path, N, window) results are
+kept (:data:`CACHE_SIZE`): the standard and misleading variants of a stimulus, which the loader keeps
+next to each other, decode once. PyAV is the ``imavb`` extra: ``pip install 'faithtests[imavb]'``.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from pathlib import Path
+from threading import Lock
 from typing import Any, Final
 
 import numpy as np
 from PIL import Image
 
-DEFAULT_FRAMES: Final = 8
+DEFAULT_FRAMES: Final = 50
+#: Decoded stimuli kept (full-resolution frames: 50 frames of 720p are ~140 MB, so only a few).
+CACHE_SIZE: Final = 2
+
+Window = tuple[float, float]
 
 
 class VideoError(RuntimeError):
@@ -49,6 +64,12 @@ def _count_frames(av: Any, path: Path) -> int:
         return sum(1 for p in c.demux(stream) if p.size > 0)
 
 
+def _frame_times(av: Any, path: Path) -> list[float]:
+    """Presentation time (s) of every decoded frame, in decode order."""
+    with av.open(str(path)) as c:
+        return [float(f.time) if f.time is not None else float("nan") for f in c.decode(video=0)]
+
+
 def _decode_at(av: Any, path: Path, wanted: list[int]) -> tuple[list[Image.Image], int]:
     keep: dict[int, Image.Image] = {}
     targets = set(wanted)
@@ -64,16 +85,27 @@ def _decode_at(av: Any, path: Path, wanted: list[int]) -> tuple[list[Image.Image
     return [keep[i] for i in wanted if i in keep], count
 
 
-def sample_frames(path: str | Path, n: int = DEFAULT_FRAMES) -> tuple[Image.Image, ...]:
-    """``n`` RGB frames of the video at ``path``, uniformly sampled (module doc)."""
+def frame_indices(path: str | Path, n: int = DEFAULT_FRAMES, window: Window | None = None) -> list[int]:
+    """The decode-order indices :func:`sample_frames` returns (for reports and tests)."""
+    return _sample(Path(path), n, window)[1]
+
+
+def _sample(p: Path, n: int, window: Window | None) -> tuple[tuple[Image.Image, ...], list[int]]:
     av = require_av()
-    p = Path(path)
     try:
-        total = _count_frames(av, p)
-        wanted = uniform_indices(total, n)
-        frames, decoded = _decode_at(av, p, wanted)
-        if len(frames) < len(wanted) and decoded > 0:  # the container over-counted
-            wanted = uniform_indices(decoded, n)
+        if window is None:
+            total = _count_frames(av, p)
+            wanted = uniform_indices(total, n)
+            frames, decoded = _decode_at(av, p, wanted)
+            if len(frames) < len(wanted) and decoded > 0:  # the container over-counted
+                wanted = uniform_indices(decoded, n)
+                frames, _ = _decode_at(av, p, wanted)
+        else:
+            start, end = window
+            inside = [i for i, t in enumerate(_frame_times(av, p)) if start <= t <= end]
+            if not inside:
+                raise VideoError(f"{p}: no frame between {start:g} s and {end:g} s")
+            wanted = [inside[j] for j in uniform_indices(len(inside), n)]
             frames, _ = _decode_at(av, p, wanted)
     except VideoError:
         raise
@@ -81,7 +113,29 @@ def sample_frames(path: str | Path, n: int = DEFAULT_FRAMES) -> tuple[Image.Imag
         raise VideoError(f"{p}: cannot decode video ({type(e).__name__}: {e})") from e
     if len(frames) != len(wanted):
         raise VideoError(f"{p}: decoded {len(frames)} of {len(wanted)} sampled frames")
-    return tuple(frames)
+    return tuple(frames), wanted
+
+
+_CACHE: OrderedDict[tuple[str, int, Window | None], tuple[Image.Image, ...]] = OrderedDict()
+_LOCK = Lock()
+
+
+def sample_frames(
+    path: str | Path, n: int = DEFAULT_FRAMES, window: Window | None = None
+) -> tuple[Image.Image, ...]:
+    """``n`` RGB frames of the video at ``path`` (or of its ``window`` in seconds), uniformly sampled
+    (module doc); the last :data:`CACHE_SIZE` results are reused."""
+    key = (str(Path(path).resolve()), int(n), window)
+    with _LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    frames = _sample(Path(path), n, window)[0]
+    with _LOCK:
+        _CACHE[key] = frames
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return frames
 
 
 def probe_video(path: str | Path) -> str | None:

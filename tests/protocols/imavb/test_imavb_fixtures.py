@@ -17,7 +17,13 @@ import torch
 from faithtests.models.interfaces import Decision, Hooks, Prompt
 from faithtests.protocols.imavb.fixtures import AUDIO_NOT_APPLICABLE, PremiseData, cap_stimuli, runnable
 from faithtests.protocols.imavb.pgla import split_stimuli
-from faithtests.protocols.imavb.probes import cv_accuracy, probe_margin, tfidf_baseline
+from faithtests.protocols.imavb.probes import (
+    cv_accuracy,
+    margin_over_text,
+    nested_peak,
+    probe_margin,
+    tfidf_baseline,
+)
 from faithtests.protocols.imavb.records import PremiseRecord
 from faithtests.protocols.imavb.run import ChoiceRun, EmbedderUnavailable, logit_lens, run_choice
 from faithtests.protocols.imavb.sources import Loaded, world_records
@@ -112,7 +118,8 @@ def test_offline_pgla_variant_equals_the_hook_path() -> None:
 
 
 def _margin(run: ChoiceRun, seed: int) -> tuple[float, list[float], dict[str, float]]:
-    """The suite's probe_margin computation (gap curve, TF-IDF and SBERT baselines, chance floor)."""
+    """The suite's gated probe_margin (l* chosen out of sample, TF-IDF and SBERT baselines, chance
+    floor); ``accs`` is the in-sample curve, for the message."""
     data = _data(run)
     y = np.array([r.misleading for r in run.records], dtype=int)
     curve, folds = data.gap_curve(seed)
@@ -121,15 +128,45 @@ def _margin(run: ChoiceRun, seed: int) -> tuple[float, list[float], dict[str, fl
     baselines = {"TF-IDF": tfidf_baseline(texts, y, folds, seed=seed).accuracy}
     with contextlib.suppress(EmbedderUnavailable):
         baselines["SBERT"] = cv_accuracy(data.embeddings(), y, folds, seed=seed).accuracy
-    return probe_margin(accs, baselines, max(y.mean(), 1 - y.mean())), accs, baselines
+    assert run.states is not None
+    nested = nested_peak(run.states, y, data.stimuli(), folds, seed=seed)
+    return margin_over_text(nested.accuracy, baselines, max(y.mean(), 1 - y.mean())), accs, baselines
+
+
+def test_nested_peak_removes_the_selection_bias_of_the_in_sample_peak() -> None:
+    """Random states, 400 rows, 6 layers, seed 3: the in-sample peak's margin over chance is +0.0575
+    (it would pass a 0.05 gate) while the out-of-sample l* gives +0.0075 (measured, README); a layer
+    that carries the label is found either way."""
+    recs = world_records(200, seed=3)
+    rng = np.random.default_rng(3)
+    h = rng.normal(size=(6, len(recs), 32))
+    y = np.array([r.misleading for r in recs], dtype=int)
+    stim = [r.stimulus_id for r in recs]
+    data = _data(ChoiceRun(recs, ("fixed",), np.zeros((len(recs), 1, 6)), np.zeros((len(recs), 1, 6), int),
+                           h.astype(np.float32), total=len(recs)))
+    curve, folds = data.gap_curve(3)
+    in_sample = probe_margin([c.accuracy for c in curve], {"none": 0.0}, 0.5)
+    out = nested_peak(h, y, stim, folds, seed=3)
+    assert in_sample == pytest.approx(0.0575) and margin_over_text(out.accuracy, {"none": 0.0}, 0.5) < 0.05
+
+
+def test_the_gate_passes_every_model_of_table_16_and_fails_below_it() -> None:
+    """Table 16 "Original" vision against TF-IDF 73.4: Uni-MoE-2.0-Omni 78.8 (+5.4 pp, the lowest) and
+    Qwen3-Omni 83.4 (+10.0 pp) pass; a probe at TF-IDF's own accuracy fails."""
+    th = load_thresholds(ROOT / "suites" / "thresholds.toml").lookup("premise_rejection", "probe_margin")
+    assert th is not None and th.op == ">="
+    text = {"TF-IDF": 0.734, "SBERT": 0.668}
+    assert margin_over_text(0.788, text) == pytest.approx(0.054) and th.value <= 0.054
+    assert all(margin_over_text(a, text) >= th.value for a in (0.828, 0.804, 0.794, 0.812, 0.788, 0.999,
+                                                               0.825, 0.834))
+    assert margin_over_text(0.734, text) < th.value and margin_over_text(0.54, {"TF-IDF": 0.4}) < th.value
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_a_model_whose_states_carry_no_label_fails_the_probe_margin_gate(seed: int) -> None:
     """Random states (no information about the premise) at the suite's size (200 world stimuli, 6
-    layers): the probe at l* cannot beat the text-only baselines by the gated margin. At the former
-    0.05 a random-states model passed in about 1 of 10 seeds (max over layers of noise, text baselines
-    below chance); at 0.10 with the chance floor none of 20 seeds came within 0.03."""
+    layers): the probe at an out-of-sample l* cannot beat the text-only baselines by the gated margin
+    (0.05, Table 16's lowest model over TF-IDF: 5.4 pp)."""
     recs = world_records(200, seed=seed)
     rng = np.random.default_rng(seed)
     n = len(recs)

@@ -21,12 +21,16 @@ def premise_card(tmp_path_factory: pytest.TempPathFactory) -> SuiteCards:
 
 
 def test_reference_vlm_passes_every_premise_gate(premise_card: Any) -> None:
-    outcomes, results, _ = premise_card("reference:vlm")
-    # 2 splits x 2 variants, Bal x 2 variants, gap, PGLA, prompts A2 / A3 / A4
-    assert len(outcomes) == 11, outcomes
+    outcomes, results, invalid = premise_card("reference:vlm")
+    # 2 splits x 2 variants, Bal x 2 variants, gap, PGLA, prompts A2 to A7 (A6/A7: not applicable here)
+    assert len(outcomes) == 14, outcomes
     assert all(o == "passed" for o in outcomes.values()), outcomes
     assert value(results, "mis_v") > 0.8
-    for prompt in ("A2", "A3", "A4"):  # the prompt variants are recorded beside A1, with ΔBal
+    for prompt in ("A6", "A7"):  # trimming needs a video timeline: reported, with the reason, not missing
+        (test,) = [t for t in invalid if t.startswith("test_prompt_variant[") and t.endswith(f"-{prompt}]")]
+        (na,) = [e for e in invalid[test] if e["kind"] == f"{prompt} not applicable"]
+        assert na["count"] == 400 and "image stimulus" in na["examples"][0]
+    for prompt in ("A2", "A3", "A4", "A5"):  # the prompt variants are recorded beside A1, with ΔBal
         assert 0.0 <= value(results, "Bal", slice=f"prompt={prompt}") <= 1.0
         assert -1.0 <= value(results, "delta_Bal_vs_A1", slice=f"prompt={prompt}") <= 1.0
 

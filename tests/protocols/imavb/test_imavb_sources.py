@@ -76,7 +76,7 @@ def _row(vid: str, answer: str, video: Any = "clip.mp4", **kw: Any) -> dict[str,
 
 def _splits() -> dict[str, list[dict[str, Any]]]:
     return {
-        "standard_vision": [_row("v1", "B"), _row("v2", "(C)"), _row("v3", "G"), _row("v4", "E")],
+        "standard_vision": [_row("v1", "B"), _row("v2", " C "), _row("v3", "G"), _row("v4", "E")],
         "misleading_vision": [
             _row("v1", "E", misleading_category="person_action"),
             _row("v2", "E", option_c=""),
@@ -91,7 +91,7 @@ def _check(loaded: Any) -> None:
     assert loaded.total == 10
     assert len(loaded.records) == 5  # v1 std/mis vision, v2 std, v1 std/mis audio
     assert loaded.invalid == {
-        "correct_answer outside A-F": 1,
+        "correct_answer not one letter A-F": 1,
         "answer does not fit split": 1,
         "missing field:option_c": 1,
         "missing video": 1,
@@ -103,7 +103,7 @@ def _check(loaded: Any) -> None:
     assert mis.subcategory == "person_action" and mis.category == "existence"
     assert by_id["v1/standard_vision"].subcategory is None
     frames = mis.load_media()
-    assert len(frames) == 8  # the default N, through the real decoder
+    assert len(frames) == 50  # the paper's N (App. J), through the real decoder
 
 
 @pytest.mark.parametrize("layout", ["jsonl", "json", "parquet", "hub-parquet", "save_to_disk", "one-file"])
@@ -196,9 +196,12 @@ def test_missing_folder_and_empty_folder_are_clear_errors(tmp_path: Path) -> Non
         load_imavb(tmp_path)
 
 
-def test_normalize_answer() -> None:
-    assert [normalize_answer(x) for x in ("A", "b", "(C)", "D.", "E. The visual", " F ")] == list("ABCDEF")
-    assert [normalize_answer(x) for x in ("G", "Apple", "", 3, None)] == [None] * 5
+def test_normalize_answer_takes_exactly_one_letter() -> None:
+    """Issue 31: "a blue screen" was read as A (a leading letter and a space matched); only one letter
+    A-F, whitespace trimmed, is an answer."""
+    assert [normalize_answer(x) for x in ("A", " B", "C\n", "D", "E", " F ")] == list("ABCDEF")
+    bad = ("a blue screen", "A. The visual", "(C)", "b", "G", "Apple", "AB", "", 3, None)
+    assert [normalize_answer(x) for x in bad] == [None] * len(bad)
 
 
 def test_world_records_pair_standard_and_misleading() -> None:
