@@ -5,12 +5,16 @@ single easy / medium / hard, multi 2-5, identical controls). The model answers t
 "Are the two pictures the same?" / "Are the two pictures different?" (Yes / No logits at the answer
 position), the count question (argmax over the number words), and the self-consistency prompt "There
 are {n} differences in the picture. Can you find them?" with its own count n (greedy), whose claims a
-judge (deterministic by default, pluggable) matches to the edits. Metrics: contradiction rate (Table 2)
-and CR (Eqs. 12-13) from the symmetric verdicts; DQR, DS (Eqs. 8-9) and the public code's n/m
-(``DQR_code``) from the count; TF1, CF1 (Eqs. 10-11) and DRF (Eq. 15) from the claims; per-layer
+judge (deterministic by default, pluggable) matches to the edits. Metrics: contradiction rate (Table 2),
+CR (Eqs. 12-13, normalised to [0, 1] as Fig. 34) and DS_exist (§3's DS, Tables 3 / 10) from the
+symmetric verdicts; DQR, DS_count (Eqs. 8-9) and the public code's n/m (``DQR_code``) from the count;
+TF1, CF1 (Eqs. 10-11), the public code's CF1 (``CF1_code``) and DRF (Eq. 15) from the claims; per-layer
 cos(h_same, h_diff) of the pre-answer states (App. D.3). CIs: percentile bootstrap over original images.
 SAGE (§5.1, App. E) is the variant ``sage``: recorded beside ``base`` with paired deltas, gated by
-nothing. Gates (base): CR (>=), contradiction rate (<=), DS (>=; and on the multi-edit pairs), DRF (>=).
+nothing. Gates (base; suites/thresholds.toml names the paper row of each): contradiction rate (<=) per
+single-difference difficulty, DS_exist (>=) on the multi-difference pairs, DS_count (>=; and on the
+multi-difference pairs), DRF (>=) on the multi-difference pairs. Every gate of a test is checked before
+the test fails, so the scorecard shows each verdict.
 """
 
 from __future__ import annotations
@@ -30,15 +34,18 @@ from faithtests.protocols.spdfaith.metrics import (
     count_ratio,
     dqr,
     ds,
+    ds_exist,
     f1_terms,
     layer_cosine_band,
     layer_cosines,
+    normalised_cr,
     verdict_labels,
 )
 from faithtests.protocols.spdfaith.records import DIFFICULTIES, EDIT_TYPES, DiffRecord
 from faithtests.protocols.spdfaith.run import VARIANTS, Answers
+from faithtests.scorecard.kinds import is_fatal
 from faithtests.scorecard.model import ItemValues, Series
-from faithtests.scorecard.recording import Faith
+from faithtests.scorecard.recording import Faith, FaithCheckFailed
 from faithtests.stats import cluster_bootstrap_ci, cluster_bootstrap_ratio_ci
 
 pytestmark = pytest.mark.suite("difference_consistency")
@@ -46,6 +53,25 @@ GATED = "base"
 #: A verdict whose P(Yes) is within this of 0.5 is "ambiguous" for CR (Eq. 13's +0.5): a coin-flip
 #: answer is uncertain, not a claim. The contradiction rate (Table 2) reads every answer by its argmax.
 AMBIGUITY = 0.05
+#: The slice of each multi-difference gate (Table 3 reports the multi-difference subset, §3.3 RQ2).
+MULTI = "subset=multi"
+#: The metrics ``_check_all`` may check (tests/suites/test_thresholds_checked.py reads this table).
+GATE_METRICS = {m: m for m in ("contradiction_rate", "DS_exist", "DS_count")}
+
+
+def _check_all(faith: Faith, checks: Sequence[tuple[str, str | None]]) -> None:
+    """Check every (metric, slice) that was recorded, then fail with the first failure: each gate's
+    verdict reaches the scorecard even when an earlier one fails."""
+    __tracebackhide__ = True
+    failed: list[FaithCheckFailed] = []
+    for name, where in checks:
+        metric = GATE_METRICS[name]
+        try:
+            faith.check(metric, slice=where)
+        except FaithCheckFailed as e:
+            failed.append(e)
+    if failed:
+        raise failed[0]
 
 
 def _ci(values: NDArray[np.float64], clusters: Sequence[str], seed: int) -> tuple[float, float] | None:
@@ -72,8 +98,9 @@ def _groups(recs: Sequence[DiffRecord], rows: Sequence[int]) -> list[tuple[str |
 
     for subset in ("single", "multi", "identical"):
         add(f"subset={subset}", [j for j, i in enumerate(rows) if recs[i].subset == subset])
-    for level in DIFFICULTIES:
-        add(f"difficulty={level}", [j for j, i in enumerate(rows) if recs[i].difficulty == level])
+    for level in DIFFICULTIES:  # single-difference pairs only: Table 2's difficulty levels
+        add(f"difficulty={level}", [j for j, i in enumerate(rows)
+                                    if recs[i].subset == "single" and recs[i].difficulty == level])
     for kind in EDIT_TYPES:
         add(f"type={kind}", [j for j, i in enumerate(rows)
                              if recs[i].subset == "single" and recs[i].edits[0].type == kind])
@@ -87,8 +114,9 @@ def _record_invalid(faith: Faith, data: SpdData, *answers: Answers) -> None:
         faith.invalid(kind, count, total=total, examples=examples)
     for a in answers:
         for kind, count in sorted(a.counted.invalid.items()):
-            faith.invalid(f"{kind} [{a.variant}]", count, total=len(data.usable.records),
-                          examples=a.counted.examples[kind])
+            # the one non-finite kind stays undecorated: it fails every check of the model (coverage rule)
+            faith.invalid(kind if is_fatal(kind) else f"{kind} [{a.variant}]", count,
+                          total=len(data.usable.records), examples=a.counted.examples[kind])
 
 
 def _exemplar(data: SpdData, i: int, reason: str, texts: dict[str, str],
@@ -106,28 +134,32 @@ def _unmatched(j: Judgement | None) -> str:
     return "; ".join(c.text for c, m in zip(j.claims, j.matched, strict=True) if m is None)
 
 
-def _answered(faith: Faith, data: SpdData, ans: Answers) -> list[int]:
-    """Pairs with finite P(Yes) to both questions; the others are counted as 'non-finite score', which
-    fails every check of the model (``Faith.nonfinite``)."""
-    ok = faith.nonfinite(np.stack([ans.p_yes_same, ans.p_yes_diff], axis=1),
-                         [r.item_id for r in data.usable.records], what="P(Yes)")
-    return [int(i) for i in np.flatnonzero(ok)]
+def _answered(ans: Answers) -> list[int]:
+    """Pairs with finite P(Yes) to both questions and finite states; the others are in ``ans.counted``
+    once as 'non-finite score' (recorded by ``_record_invalid``), which fails every check of the model."""
+    return [int(i) for i in np.flatnonzero(ans.answered)]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_symmetric_consistency(faith: Faith, spdfaith_data: SpdData, variant: str, faith_seed: int) -> None:
-    """Contradiction rate (Yes to both or No to both, Table 2 / Fig. 11) and CR (Eqs. 12-13, one verdict
-    per answer: consistent +1, contradictory -1, ambiguous +0.5), with the Yes rates of both questions."""
+    """Contradiction rate (Yes to both or No to both, Table 2 / Fig. 11), gated per difficulty of the
+    single-difference pairs; CR (Eqs. 12-13, one judged claim pair per pair, its verdict: consistent +1,
+    contradictory -1, ambiguous +0.5) normalised to [0, 1] as Fig. 34 ((w + 1) / 2; ``CR_clip``:
+    max(0, w)), recorded; DS_exist (§3, Tables 3 / 10: the edited pairs the model says differ, under
+    both questions), gated on the multi-difference pairs; the Yes rates of both questions."""
     data = spdfaith_data
     ans = data.answers(variant)
     _record_invalid(faith, data, ans)
     recs = data.usable.records
-    rows = _answered(faith, data, ans)
+    rows = _answered(ans)
     if not rows:
         fail_unscored(faith, "contradiction_rate", higher_is_better=False)
     ps, pd = ans.p_yes_same[rows], ans.p_yes_diff[rows]
     contradiction = np.array(verdict_labels(ps, pd)) == "contradictory"
-    weights = np.array([WEIGHTS[v] for v in verdict_labels(ps, pd, AMBIGUITY)])
+    raw = np.array([WEIGHTS[v] for v in verdict_labels(ps, pd, AMBIGUITY)])
+    cr = {"CR": normalised_cr(raw, "affine"), "CR_clip": normalised_cr(raw, "clip")}
+    exist = ds_exist(ps, pd)
+    edited = np.array([recs[i].m > 0 for i in rows])
     stim = [recs[i].stimulus_id for i in rows]
     for where, pos in _groups(recs, rows):
         cl = [stim[j] for j in pos]
@@ -137,9 +169,15 @@ def test_symmetric_consistency(faith: Faith, spdfaith_data: SpdData, variant: st
         faith.metric("contradiction_rate", float(c.mean()), ci=_ci(c, cl, faith_seed), n=len(pos),
                      higher_is_better=False, slice=where,
                      per_item=ItemValues.make(zip(ids, c, strict=True), by_stim))
-        w = weights[pos]
-        faith.metric("CR", float(w.mean()), ci=_ci(w, cl, faith_seed), n=len(pos), slice=where,
-                     per_item=ItemValues.make(zip(ids, w, strict=True), by_stim))
+        for name, x in cr.items():
+            w = x[pos]
+            faith.metric(name, float(w.mean()), ci=_ci(w, cl, faith_seed), n=len(pos), slice=where,
+                         per_item=ItemValues.make(zip(ids, w, strict=True), by_stim))
+        on = [j for j in pos if edited[j]]  # DS_exist: an identical pair has no difference to identify
+        if on:
+            e = exist[on]
+            faith.metric("DS_exist", float(e.mean()), ci=_ci(e, [stim[j] for j in on], faith_seed),
+                         n=len(on), slice=where)
         for name, p in (("yes_rate_same", ps[pos]), ("yes_rate_different", pd[pos])):
             y = (p > 0.5).astype(np.float64)
             faith.metric(name, float(y.mean()), ci=_ci(y, cl, faith_seed), n=len(pos), slice=where)
@@ -154,14 +192,17 @@ def test_symmetric_consistency(faith: Faith, spdfaith_data: SpdData, variant: st
                    "P(Yes | different?)": float(ans.p_yes_diff[i])})
         for i in bad])
     if variant == GATED:
-        faith.check("CR")
-        faith.check("contradiction_rate")
+        levels = {f"difficulty={d}" for d in DIFFICULTIES}
+        gates = [("contradiction_rate", w) for w, _ in _groups(recs, rows) if w in levels]
+        if any(recs[i].subset == "multi" for i in rows):
+            gates.append(("DS_exist", MULTI))
+        _check_all(faith, gates)  # data without difficulty labels or multi pairs: recorded, not gated
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_difference_count(faith: Faith, spdfaith_data: SpdData, variant: str, faith_seed: int) -> None:
-    """DQR = 1{n = m} (Eq. 8) and DS = max(0, 1 - |n - m|/m) (Eq. 9) on the edited pairs, the public
-    code's uncapped n/m as ``DQR_code``, and how often an identical pair is counted as zero."""
+    """DQR = 1{n = m} (Eq. 8) and DS_count = max(0, 1 - |n - m|/m) (Eq. 9) on the edited pairs, the
+    public code's uncapped n/m as ``DQR_code``, and how often an identical pair is counted as zero."""
     data = spdfaith_data
     ans = data.answers(variant)
     _record_invalid(faith, data, ans)
@@ -171,7 +212,7 @@ def test_difference_count(faith: Faith, spdfaith_data: SpdData, variant: str, fa
     n = ans.count[rows]
     m = np.array([recs[i].m for i in rows])
     stim = [recs[i].stimulus_id for i in rows]
-    per_item = {"DQR": dqr(n, m), "DS": ds(n, m), "DQR_code": count_ratio(n, m)}
+    per_item = {"DQR": dqr(n, m), "DS_count": ds(n, m), "DQR_code": count_ratio(n, m)}
     for where, pos in _groups(recs, rows):
         cl = [stim[j] for j in pos]
         for name, x in per_item.items():
@@ -188,17 +229,17 @@ def test_difference_count(faith: Faith, spdfaith_data: SpdData, variant: str, fa
                                {"model's count": str(int(ans.count[i])), "true count": str(recs[i].m)})
                      for i in wrong])
     if variant == GATED:
-        faith.check("DS")
-        if any(recs[i].subset == "multi" for i in rows):
-            faith.check("DS", slice="subset=multi")
+        multi = any(recs[i].subset == "multi" for i in rows)
+        _check_all(faith, [("DS_count", None), *([("DS_count", MULTI)] if multi else [])])
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_difference_naming(faith: Faith, spdfaith_data: SpdData, variant: str, faith_seed: int) -> None:
     """The self-consistency prompt with the model's own count (App. B.2): TF1 / CF1 (Eqs. 10-11, micro-F1
-    over types / categories; a pair the model counted as unchanged contributes its edits as misses) and
-    DRF (Eq. 15, the share of claims matching an edit, over pairs with a claim). The judge is named in
-    each slice: numbers of different judges are different metrics."""
+    over types / categories; a pair the model counted as unchanged contributes its edits as misses),
+    ``CF1_code`` (categories matched as the public code does, recorded) and DRF (Eq. 15, the share of
+    claims matching an edit, over pairs with a claim; gated on the multi-difference pairs, Table 3's
+    subset). The judge is named in each slice: numbers of different judges are different metrics."""
     data = spdfaith_data
     ans = data.answers(variant)
     _record_invalid(faith, data, ans)
@@ -212,11 +253,12 @@ def test_difference_naming(faith: Faith, spdfaith_data: SpdData, variant: str, f
     # unparseable fragments stay in the claims as unmatched (they lower DRF) and are counted here
     faith.invalid(f"unparseable claim [{variant}, {judge}]", unparseable, total=claims)
     stim = [recs[i].stimulus_id for i in rows]
+    cats = ([j.categories if j else () for j in judged], [[e.category for e in recs[i].edits] for i in rows])
     terms = {
         "TF1": f1_terms([j.types if j else () for j in judged],
                         [[e.type for e in recs[i].edits] for i in rows]),
-        "CF1": f1_terms([j.categories if j else () for j in judged],
-                        [[e.category for e in recs[i].edits] for i in rows]),
+        "CF1": f1_terms(*cats),
+        "CF1_code": f1_terms(*cats, matching="membership"),
     }
     hits = [np.array(j.hits, dtype=bool) if j else np.zeros(0, dtype=bool) for j in judged]
     drf_item = np.array([h.mean() if h.size else np.nan for h in hits])
@@ -240,8 +282,9 @@ def test_difference_naming(faith: Faith, spdfaith_data: SpdData, variant: str, f
                                {"prompt count": str(int(ans.count[i])), "reply": ans.replies[i] or "",
                                 "unmatched claims": _unmatched(ans.judgements[i])})
                      for i in shown])
-    if variant == GATED:
-        faith.check("DRF", slice=judge)
+    if variant == GATED and any(recs[rows[j]].subset == "multi" and np.isfinite(drf_item[j])
+                                for j in range(len(rows))):
+        faith.check("DRF", slice=f"{MULTI}, {judge}")  # Table 3's subset; without multi pairs, recorded
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -250,8 +293,9 @@ def test_residual_stream(faith: Faith, spdfaith_data: SpdData, variant: str, fai
     band over images, for consistent and for contradictory pairs. Recorded, not gated."""
     data = spdfaith_data
     ans = data.answers(variant)
+    _record_invalid(faith, data, ans)
     recs = data.usable.records
-    rows = _answered(faith, data, ans)
+    rows = _answered(ans)
     assert rows, f"{data.dataset}: no pair got finite Yes/No logits (counted as 'non-finite score')"
     cos = layer_cosines(ans.states_same[:, rows], ans.states_diff[:, rows])
     labels = np.array(verdict_labels(ans.p_yes_same[rows], ans.p_yes_diff[rows]))
@@ -274,19 +318,21 @@ def test_residual_stream(faith: Faith, spdfaith_data: SpdData, variant: str, fai
 
 
 def test_sage_effect(faith: Faith, spdfaith_data: SpdData, faith_seed: int) -> None:
-    """SAGE − base on the same pairs (paired differences, CIs over images): contradiction, CR weight, DS,
-    DRF. Diagnostic: the paper reports CR 38.2 -> 43.8 and DRF 29.5 -> 33.7 on Qwen2.5-VL-7B (Table 6)."""
+    """SAGE − base on the same pairs (paired differences, CIs over images): contradiction, CR (normalised,
+    Fig. 34), DS_count, DRF. Diagnostic: the paper reports CR 38.2 -> 43.8 and DRF 29.5 -> 33.7 on
+    Qwen2.5-VL-7B (Table 6)."""
     data = spdfaith_data
     base, sage = data.answers("base"), data.answers("sage")
     recs = data.usable.records
-    both = sorted(set(_answered(faith, data, base)) & set(_answered(faith, data, sage)))
+    _record_invalid(faith, data, base, sage)
+    both = sorted(set(_answered(base)) & set(_answered(sage)))
     assert both, f"{data.dataset}: no pair answered under both variants"
     stim = [recs[i].stimulus_id for i in both]
 
     def per_pair(a: Answers) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         ps, pd = a.p_yes_same[both], a.p_yes_diff[both]
         c = (np.array(verdict_labels(ps, pd)) == "contradictory").astype(np.float64)
-        return c, np.array([WEIGHTS[v] for v in verdict_labels(ps, pd, AMBIGUITY)])
+        return c, normalised_cr([WEIGHTS[v] for v in verdict_labels(ps, pd, AMBIGUITY)])
 
     (cb, wb), (cs, ws) = per_pair(base), per_pair(sage)
     for name, d in (("delta_contradiction_rate", cs - cb), ("delta_CR", ws - wb)):
@@ -296,7 +342,7 @@ def test_sage_effect(faith: Faith, spdfaith_data: SpdData, faith_seed: int) -> N
     if counted:
         m = np.array([recs[i].m for i in counted])
         d = ds(sage.count[counted], m) - ds(base.count[counted], m)
-        faith.metric("delta_DS", float(d.mean()), n=len(counted),
+        faith.metric("delta_DS_count", float(d.mean()), n=len(counted),
                      ci=_ci(d, [recs[i].stimulus_id for i in counted], faith_seed))
     named = [i for i in both if base.judgements[i] and sage.judgements[i]
              and base.judgements[i].claims and sage.judgements[i].claims]  # type: ignore[union-attr]

@@ -1,4 +1,4 @@
-"""Every gate the docs quote (`` `METRIC OP VALUE` `` in backticks) is the gate ``suites/thresholds.toml`` sets.
+"""Every gate the docs quote (`` `METRIC OP VALUE` ``) is the gate ``suites/thresholds.toml`` sets.
 
 A gate value written by hand in prose drifts from the file that decides (the README once said
 ``std_v >= 0.20`` while the file said 0.35). Docs quote a gate as `` `std_v >= 0.35` ``, optionally
@@ -55,4 +55,5 @@ def test_every_quoted_gate_is_the_thresholds_file_gate(doc: Path) -> None:
     for key, op, value in quoted_gates(doc.read_text(encoding="utf-8")):
         if gates.get(key) != (op, value):
             wrong.append(f"`{key} {op} {value}` (thresholds.toml: {gates.get(key, 'no such gate')})")
-    assert not wrong, f"{doc.relative_to(ROOT)} quotes gates that suites/thresholds.toml does not set: " + "; ".join(wrong)
+    where = doc.relative_to(ROOT)
+    assert not wrong, f"{where} quotes gates that suites/thresholds.toml does not set: " + "; ".join(wrong)

@@ -31,6 +31,7 @@ from faithtests.models.hooks import AttentionContext, attention_context, registe
 from faithtests.models.interfaces import Hooks, Prompt
 from faithtests.models.prefix import ForwardRunner
 from faithtests.models.prompting import EncodedBatch
+from faithtests.models.step_contrast import StepContrast, StepContrastLogits, StepReader, step_contrast
 
 
 class GenerationHost(Protocol):
@@ -113,6 +114,8 @@ def greedy_texts(
     ``hooks.contrast.eta`` (module doc)."""
     if aux is not None and len(aux) != len(prompts):
         raise ValueError(f"{len(aux)} auxiliary prompts for {len(prompts)} prompts")
+    if (stepped := step_contrast(hooks)) is not None:  # the auxiliary input is rebuilt at every step
+        return stepped_texts(host, prompts, max_new_tokens, hooks, stepped, aux or stepped.aux)
     eta = hooks.contrast.eta if hooks is not None and hooks.contrast is not None else 0.0
     register_attention()  # idempotent; guards against re-imported transformers registries
     tok = host.processor.tokenizer
@@ -140,6 +143,39 @@ def greedy_texts(
                     **extra,
                 )
             new = out[: len(rows), enc.inputs["input_ids"].shape[1] :]
+            for r, seq in zip(rows, new, strict=True):
+                texts[r] = tok.decode(seq, skip_special_tokens=True).strip()
+    return [texts[i] for i in range(len(prompts))]
+
+
+@torch.inference_mode()
+def stepped_texts(host: GenerationHost, prompts: Sequence[Prompt], max_new_tokens: int, hooks: Hooks | None,
+                  contrast: StepContrast, base: Sequence[Prompt]) -> list[str]:
+    """Greedy continuations, contrastive against an auxiliary prompt rebuilt at every step from the main
+    stream's reading (:mod:`.step_contrast`); ``base[i]`` is row i's base prompt for ``contrast.step``."""
+    if len(base) != len(prompts):
+        raise ValueError(f"{len(base)} base prompts for {len(prompts)} prompts")
+    register_attention()
+    from transformers import LogitsProcessorList
+
+    tok = host.processor.tokenizer
+    texts: dict[int, str] = {}
+    for start in range(0, len(prompts), host.batch_size):
+        for rows in kind_runs(prompts, start, min(start + host.batch_size, len(prompts))):
+            enc = host.encode([prompts[i] for i in rows], padding_side="left")
+            reader = StepReader(host, enc, hooks)
+            proc = StepContrastLogits(host, reader, [base[i] for i in rows], contrast, hooks)
+            handle = reader.norm.register_forward_hook(reader.images)
+            try:
+                with attention_context(reader.ctx), residual_hooks(host.layers, hooks):
+                    out = host.model.generate(
+                        **host.runner.to_device(enc.inputs), max_new_tokens=max_new_tokens, do_sample=False,
+                        num_beams=1, pad_token_id=tok.pad_token_id, temperature=None, top_p=None,
+                        top_k=None, logits_processor=LogitsProcessorList([proc]),
+                    )
+            finally:
+                handle.remove()
+            new = out[:, enc.inputs["input_ids"].shape[1] :]
             for r, seq in zip(rows, new, strict=True):
                 texts[r] = tok.decode(seq, skip_special_tokens=True).strip()
     return [texts[i] for i in range(len(prompts))]

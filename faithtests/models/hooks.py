@@ -11,7 +11,8 @@ additive float mask), which SDPA accepts as well.
 The function reads what to do from a context variable, so a model call needs no extra arguments:
 - no active context, or a layer without modifier and nothing to capture: SDPA (fast path);
 - a layer with a modifier: eager attention, softmaxed weights passed through the modifier, then ``@ V``;
-- capture requested: the weights of the requested query rows are stored per layer ([N, heads, keys]).
+- capture requested: the weights of the requested query rows (or of each row's last query,
+  ``capture_last``: generation's current step) are stored per layer ([N, heads, keys]).
 
 The residual-stream hooks (MLP scales, FFN modifiers: :func:`residual_hooks`) are plain forward hooks on
 the modules whose outputs are the sub-layers' residual updates (:func:`residual_ffn_module`,
@@ -43,6 +44,14 @@ class AttentionContext:
     #: per batch row, the query index (in this call's query axis) whose weights are stored; None: no capture
     capture_rows: torch.Tensor | None = None
     captured: dict[int, torch.Tensor] = field(default_factory=dict)
+    #: capture every row's last query of each call (its latest token: the prefill's last prompt position,
+    #: then each decoding step's one query), overwriting the layer's entry call by call (SAGE, per step)
+    capture_last: bool = False
+
+    def rows_to_capture(self, batch: int, queries: int) -> torch.Tensor | None:
+        if self.capture_rows is not None:
+            return self.capture_rows
+        return torch.full((batch,), queries - 1, dtype=torch.long) if self.capture_last else None
 
 
 _ACTIVE: ContextVar[AttentionContext | None] = ContextVar("faithtests_attention", default=None)
@@ -116,14 +125,15 @@ def hookable_attention(
     ctx = _ACTIVE.get()
     layer = getattr(module, "layer_idx", None)
     modifier = ctx.modifiers.get(layer) if ctx is not None and layer is not None else None
-    capture = ctx is not None and ctx.capture_rows is not None and layer is not None
+    wanted = ctx.rows_to_capture(query.shape[0], query.shape[2]) if ctx is not None else None
+    capture = wanted is not None and layer is not None
     if modifier is None and softcap is None:
         out, _ = sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
         if capture:
-            assert ctx is not None and ctx.capture_rows is not None and layer is not None
-            rows = ctx.capture_rows.to(query.device)
+            assert ctx is not None and wanted is not None and layer is not None
+            rows = wanted.to(query.device)
             batch = torch.arange(query.shape[0], device=query.device)
             q = query[batch, :, rows].unsqueeze(2)
             full = _full_mask(module, attention_mask, query, key)
@@ -136,8 +146,8 @@ def hookable_attention(
         assert ctx is not None and ctx.spans is not None and layer is not None
         weights = modifier(layer, weights, ctx.spans)
     if capture:
-        assert ctx is not None and ctx.capture_rows is not None and layer is not None
-        rows = ctx.capture_rows.to(query.device)
+        assert ctx is not None and wanted is not None and layer is not None
+        rows = wanted.to(query.device)
         batch = torch.arange(weights.shape[0], device=weights.device)
         ctx.captured[layer] = weights[batch, :, rows].float().cpu()
     value = _repeat_kv(value, int(getattr(module, "num_key_value_groups", 1)))

@@ -103,7 +103,7 @@ def test_the_scan_sees_literal_table_and_computed_checks() -> None:
     """The scanner itself: a literal metric, a slice literal, a computed slice and a table lookup."""
     checks = checked()
     assert ("E_inv_rel", ANY) in checks["invariance"]
-    assert ("DS", "subset=multi") in checks["difference_consistency"]
+    assert ("DS_count", ANY) in checks["difference_consistency"]
     assert {("std_v", None), ("mis_v", None)} <= checks["premise_rejection"]
     assert not any(m in ("E_sens", "E_inv_rel_increase_pct") for m, _ in
                    checks["invariance"] | checks["flip_sensitivity"])

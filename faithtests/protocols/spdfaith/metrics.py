@@ -1,13 +1,17 @@
 """SPD-Faith metrics: pure numpy, counts / labels / judged claims in, numbers out (App. B.2, D.3).
 
-* Global perception (App. B.2.1): DQR (Eq. 8) = 1{n = m} and DS (Eq. 9) = max(0, 1 − |n − m|/m) per item,
-  n the model's count, m the ground truth's. The public SPD-Faith-Bench code computes its "DQR" as the
-  mean of n/m, uncapped, and has no DS; we implement the paper's and offer the code's as
-  :func:`count_ratio` (scorecard label ``DQR_code``).
+* Global perception. The paper names two different quantities "DS" (README, "Where we differ"):
+  §3's "success rate of identifying the existence of any difference" (what Tables 3 / 10 print, below
+  their DQR), here :func:`ds_exist` (``DS_exist``), and App. B.2.1's Eq. 9 count tolerance
+  max(0, 1 − |n − m|/m), here :func:`ds` (``DS_count``; never below Eq. 8's DQR). DQR (Eq. 8) =
+  1{n = m}. The public SPD-Faith-Bench code computes its "DQR" as the mean of n/m, uncapped, and has
+  no DS; we offer it as :func:`count_ratio` (``DQR_code``).
 * Faithful perception (App. B.2.2): TF1 (Eq. 10) and CF1 (Eq. 11), micro-F1 with per-item multiset
-  intersections summed over items.
-* Faithful reasoning (App. B.2.3): the symmetric questions' verdicts, contradiction rate (Fig. 11) and
-  the consistency ratio CR (Eqs. 12–13); DRF (Eq. 15) from per-claim matches (Eq. 14, the judge's).
+  intersections summed over items; ``CF1_code`` counts a predicted category as matched when it is in
+  the item's ground truth at all (the public code's ``pred_cat in gt_categories``).
+* Faithful reasoning (App. B.2.3): the symmetric questions' verdicts, contradiction rate (Table 2,
+  Fig. 11) and the consistency ratio CR (Eqs. 12–13) normalised to [0, 1] as Fig. 34 asks; DRF
+  (Eq. 15) from per-claim matches (Eq. 14, the judge's).
 * Residual stream (App. D.3): per-layer cos(h_same, h_diff) between the paired pre-answer states.
 
 Bootstrap CIs come from ``faithtests.stats`` (resample items, or whole clusters of pairs sharing an
@@ -66,8 +70,9 @@ def dqr(n: ArrayLike, m: ArrayLike) -> FloatArray:
 
 
 def ds(n: ArrayLike, m: ArrayLike) -> FloatArray:
-    """Difference Sensitivity (Eq. 9) per item: max(0, 1 − |n − m| / m); m = 3, n = 2 gives 2/3 (App.
-    B.2.1's example). Raises on m = 0: Eq. 9 divides by m, so identical pairs have no DS."""
+    """Difference Sensitivity as Eq. 9 defines it (scorecard ``DS_count``) per item: max(0, 1 − |n − m| / m);
+    m = 3, n = 2 gives 2/3 (App. B.2.1's example). Raises on m = 0: Eq. 9 divides by m, so identical
+    pairs have no DS. Not what Tables 3 / 10 print (:func:`ds_exist`)."""
     nn, mm = _pair(n, m, "ds", m_positive=True)
     return np.asarray(np.maximum(0.0, 1.0 - np.abs(nn - mm) / mm), dtype=np.float64)
 
@@ -80,13 +85,23 @@ def count_ratio(n: ArrayLike, m: ArrayLike) -> FloatArray:
 
 
 # ---------------------------------------------------------------------------------- F1
+Matching = Literal["multiset", "membership"]
+
+
 def f1_terms(
-    pred: Sequence[Sequence[str]], gold: Sequence[Sequence[str]], *, labels: Sequence[str] | None = None
+    pred: Sequence[Sequence[str]], gold: Sequence[Sequence[str]], *, labels: Sequence[str] | None = None,
+    matching: Matching = "multiset",
 ) -> tuple[IntArray, IntArray]:
     """Per-item terms of Eqs. 10–11: (2·Σ_t |P_t ∩ G_t|, Σ_t (|P_t| + |G_t|)), intersections as
     multisets (two predicted "color" edits against one true one intersect once). Micro-F1 is
     sum(num) / sum(den); pass the terms to ``stats.cluster_bootstrap_ratio_ci`` for its CI.
-    ``labels``, when given, is the closed label set (T for Eq. 10); a label outside it raises."""
+    ``labels``, when given, is the closed label set (T for Eq. 10); a label outside it raises.
+
+    ``matching="membership"`` counts instead every predicted label that occurs in the item's gold at
+    all, as the public code counts categories (``pred_cat in gt_categories``): two predicted "car"
+    against one true "car" match twice, so recall, and the F1, can exceed 1."""
+    if matching not in ("multiset", "membership"):
+        raise ValueError(f"f1: matching must be 'multiset' or 'membership', got {matching!r}")
     if len(pred) != len(gold):
         raise ValueError(f"f1: {len(pred)} predicted items but {len(gold)} gold items")
     if not pred:
@@ -101,7 +116,8 @@ def f1_terms(
                                  "type or categorise (they are counted as unparseable)")
             if allowed is not None and lab not in allowed:
                 raise ValueError(f"f1: item {i} has label {lab!r}, not one of {sorted(allowed)}")
-        num[i] = 2 * sum((Counter(p) & Counter(g)).values())
+        hits = sum((Counter(p) & Counter(g)).values()) if matching == "multiset" else sum(x in g for x in p)
+        num[i] = 2 * hits
         den[i] = len(p) + len(g)
     return num, den
 
@@ -131,6 +147,18 @@ def category_f1(pred_categories_per_item: Sequence[Sequence[str]],
     """Category-level micro-F1 (Eq. 11): Eq. 10 over object categories (COCO's 80, or world shapes).
     Raises ValueError when no item has any label."""
     return _micro_f1(pred_categories_per_item, gold_categories_per_item, "category_f1", None)
+
+
+def category_f1_code(pred_categories_per_item: Sequence[Sequence[str]],
+                     gold_categories_per_item: Sequence[Sequence[str]]) -> float:
+    """``CF1_code``: category F1 as the public SPD-Faith-Bench code counts it, 2·M / (|P| + |G|) summed
+    over items with M the predicted categories found anywhere in the item's gold (membership, not
+    Eq. 11's multiset intersection; the code's 2PR / (P + R) of the pooled totals is the same number).
+    Differs from CF1 only where an item predicts a gold category more often than the gold holds it."""
+    num, den = f1_terms(pred_categories_per_item, gold_categories_per_item, matching="membership")
+    if den.sum() == 0:
+        raise ValueError("category_f1_code: no predicted or gold labels in any item; nothing to score")
+    return float(num.sum() / den.sum())
 
 
 # ---------------------------------------------------------------------------------- symmetric questions
@@ -166,6 +194,19 @@ def verdict_labels(p_yes_same: ArrayLike, p_yes_diff: ArrayLike, ambiguity: floa
     return out
 
 
+def ds_exist(p_yes_same: ArrayLike, p_yes_diff: ArrayLike) -> FloatArray:
+    """Difference Sensitivity as §3 defines it, "the success rate of identifying the existence of any
+    difference" (scorecard ``DS_exist``; Tables 3 / 10's DS), per edited pair: 1.0 where the model says
+    the pictures are not the same (P(Yes) ≤ 0.5 to Q_same) and are different (P(Yes) > 0.5 to Q_diff),
+    else 0.0. Fig. 40 scores DS 0 for a Yes to both questions (so a Yes to "different?" alone is not
+    enough) and Fig. 39 DS 1 for a pair whose answers both describe the difference. Score it on edited
+    pairs only: on an identical pair there is no difference to identify."""
+    s, d = _probs(p_yes_same, "ds_exist(same)"), _probs(p_yes_diff, "ds_exist(diff)")
+    if s.shape != d.shape:
+        raise ValueError(f"ds_exist: {s.size} Q_same answers but {d.size} Q_diff answers")
+    return np.asarray((s <= 0.5) & (d > 0.5), dtype=np.float64)
+
+
 def _labels(labels: Sequence[str], name: str, *, allow_empty: bool = False) -> list[str]:
     if not labels and not allow_empty:
         raise ValueError(f"{name}: no verdicts")
@@ -181,23 +222,43 @@ def yes_rate(p_yes: ArrayLike) -> float:
 
 
 def contradiction_rate(labels: Sequence[str]) -> float:
-    """Share of pairs labelled contradictory (Fig. 11; Qwen2.5-VL-7B: 23.0% easy, 12.2% hard). The
-    denominator counts every pair, ambiguous ones included; use ``ambiguity = 0`` for the paper's rate."""
+    """Share of pairs labelled contradictory (Table 2 / Fig. 11, on the single-difference pairs of one
+    difficulty; Qwen2.5-VL-7B: 23.0% easy, 12.2% hard). The denominator counts every pair, ambiguous ones
+    included; use ``ambiguity = 0`` for the paper's rate."""
     labs = _labels(labels, "contradiction_rate")
     return labs.count("contradictory") / len(labs)
 
 
 def consistency_ratio(labels: Sequence[str]) -> float:
-    """CR with Eq. 13's weights (+1 consistent, −1 contradictory, +0.5 ambiguous) averaged over the
-    judged pairs, in [−1, 1].
-
-    With one verdict per symmetric answer pair, Eq. 12's literal denominator |D_s| + |D_d| is 2 per
-    pair and would cap CR at 0.5; we divide by the number of judged pairs, which is also what the
-    paper's judge prompt computes ("consistency_rate = (Σ scores) / total_claims", Fig. 33) and what
-    Fig. 39 reports (three consistent claim pairs: CR 1). Not clipped at 0: Fig. 40 prints CR 0 for
-    three contradictory pairs, which neither formula gives (both are negative)."""
+    """The judge's raw score of one pair of answers: Eq. 13's weights (+1 consistent, −1 contradictory,
+    +0.5 ambiguous) averaged over its judged claim pairs, in [−1, 1] (Fig. 33: "consistency_rate =
+    (Σ scores) / total_claims"; Eq. 12's literal denominator |D_s| + |D_d| would halve it and cap it at
+    0.5, :func:`consistency_ratio_eq12`). :func:`normalised_cr` maps it to [0, 1] as Fig. 34 asks."""
     labs = _labels(labels, "consistency_ratio")
     return sum(WEIGHTS[lab] for lab in labs) / len(labs)
+
+
+CrScale = Literal["affine", "clip"]
+
+
+def normalised_cr(raw: ArrayLike, how: CrScale = "affine") -> FloatArray:
+    """Fig. 34's "Normalize final score to [0, 1] range" of per-pair raw CRs in [−1, 1]
+    (:func:`consistency_ratio`); the per-pair values are then averaged over pairs (the public code's
+    mean of ``overall_consistency_rate``). The paper does not say how; both readings meet Fig. 39
+    (three consistent claims: CR 1) and Fig. 40 (three contradictory: CR 0):
+
+    * ``affine`` (``CR``): (raw + 1) / 2, a min-max rescale. Fig. 34's own example, 5 consistent and 1
+      contradictory claims, gives 5/6 = 0.83 (the figure prints 0.85); with no ambiguous claim it is the
+      share of consistent claims.
+    * ``clip`` (``CR_clip``): max(0, raw); the same example gives 4/6 = 0.67."""
+    x = np.asarray(raw, dtype=np.float64)
+    if not np.all(np.isfinite(x)) or np.any((x < -1.0) | (x > 1.0)):
+        raise ValueError("normalised_cr: raw CRs must be finite and in [-1, 1]")
+    if how == "affine":
+        return np.asarray((x + 1.0) / 2.0, dtype=np.float64)
+    if how == "clip":
+        return np.asarray(np.maximum(x, 0.0), dtype=np.float64)
+    raise ValueError(f"normalised_cr: how must be 'affine' or 'clip', got {how!r}")
 
 
 def consistency_ratio_eq12(labels: Sequence[str], n_s: int, n_d: int) -> float:

@@ -12,8 +12,11 @@
     {n} differences in the picture. Can you find them?"), greedy, read by the judge. A pair the model
     counts as having no difference gets no naming prompt (there is nothing to find): counted.
 * Variants: ``base`` (no hooks) and ``sage`` (§5, App. E): stages 1-2 as hooks on every call, stage 3 as
-  contrastive decoding against the same prompt on the masked pair (decisions: the logits combined by
-  ``sage.contrast_logits``; generation: ``Hooks.contrast``).
+  contrastive decoding against the same prompt on the pair masked where the model's own step reading
+  puts it (``sage.SageStep``: token activation map ∩ attention, every decoding step; decisions are one
+  step: the logits combined by ``sage.contrast_logits``; generation: ``Hooks.contrast``).
+  ``sage-oracle`` (a diagnostic, recorded, never gated): stage 3's mask from the pair's pixel change
+  instead, once per prompt (``sage.oracle_aux_prompts``): handed the edits' location, an upper bound.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faithtests.data.errors import ImageLoadError
-from faithtests.data.invalid import Counted
+from faithtests.data.invalid import NONFINITE, Counted
 from faithtests.models.interfaces import Contrast, Hooks, Prompt, VisionLanguageModel
 from faithtests.protocols.spdfaith.judge import Judge, Judgement
 from faithtests.protocols.spdfaith.prompts import (
@@ -38,18 +41,25 @@ from faithtests.protocols.spdfaith.prompts import (
     same_prompt,
 )
 from faithtests.protocols.spdfaith.records import DiffRecord
-from faithtests.protocols.spdfaith.sage import SageConfig, contrast_logits, sage_aux_prompts, sage_hooks
+from faithtests.protocols.spdfaith.sage import (
+    SageConfig,
+    contrast_logits,
+    decision_aux_prompts,
+    oracle_aux_prompts,
+    sage_contrast,
+    sage_hooks,
+)
 
 if TYPE_CHECKING:
     import torch
     from PIL import Image
 
-VARIANTS: Final[tuple[str, ...]] = ("base", "sage")
+VARIANTS: Final[tuple[str, ...]] = ("base", "sage", "sage-oracle")
 #: Greedy tokens of a naming answer: five claims of the world's grammar take about 50 tokens; a real
 #: model's prose needs more room ("First, the red car near the gas station ...").
 MAX_NEW_TOKENS: Final = 96
 UNREADABLE: Final = "unreadable pair image"
-NON_FINITE: Final = "non-finite answer logits (no answer)"
+NON_FINITE: Final = NONFINITE  # the one non-finite kind; which outputs broke is the example's detail
 COUNT_TIE: Final = "tied top count logits (no count, never guessed)"
 NO_NAMING: Final = "counted no difference (no naming prompt asked)"
 Pair = tuple["Image.Image", "Image.Image"]
@@ -97,6 +107,18 @@ class Answers:
     counted: Counted
     judge: str
 
+    @property
+    def answered(self) -> NDArray[np.bool_]:
+        """Pairs whose P(Yes) to both questions and pre-answer states are finite (the others are counted
+        once as :data:`NON_FINITE` in ``counted``)."""
+        return np.asarray(np.isfinite(self.p_yes_same) & np.isfinite(self.p_yes_diff)
+                          & _finite_states(self.states_same) & _finite_states(self.states_diff), dtype=bool)
+
+
+def _finite_states(states: NDArray[np.float32]) -> NDArray[np.bool_]:
+    """[L, N, D] -> [N]: every value of the pair's states finite."""
+    return np.asarray(np.isfinite(states).all(axis=(0, 2)), dtype=bool)
+
 
 def _numpy(t: torch.Tensor) -> NDArray[np.float64]:
     return np.asarray(t.detach().float().cpu().numpy(), dtype=np.float64)
@@ -124,21 +146,37 @@ class _Plan:
 
     hooks: Hooks | None
     cfg: SageConfig | None
+    oracle: bool = False
 
     def aux(
-        self, vlm: VisionLanguageModel, prompts: list[Prompt], pairs: Sequence[Pair]
+        self, vlm: VisionLanguageModel, prompts: list[Prompt], pairs: Sequence[Pair], options: Sequence[str]
     ) -> list[Prompt] | None:
+        """A decision's auxiliary prompts (None: no stage 3)."""
         if self.cfg is None or "generate" not in self.cfg.stages:
             return None
-        return sage_aux_prompts(vlm, prompts, pairs, self.cfg)
+        if self.oracle:
+            return oracle_aux_prompts(vlm, prompts, pairs, self.cfg)
+        return decision_aux_prompts(vlm, prompts, options, self.hooks, self.cfg)
+
+    def generation_hooks(self, vlm: VisionLanguageModel, prompts: list[Prompt], pairs: Sequence[Pair]
+                         ) -> Hooks | None:
+        """The hooks of the naming prompts: stage 3 as ``Hooks.contrast`` when on."""
+        if self.cfg is None or "generate" not in self.cfg.stages:
+            return self.hooks
+        if self.oracle:
+            aux = oracle_aux_prompts(vlm, prompts, pairs, self.cfg)
+            contrast: Contrast = Contrast(tuple(aux), self.cfg.eta, tag=self.cfg.mask_tag(oracle=True))
+        else:
+            contrast = sage_contrast(prompts, self.cfg)
+        return replace(self.hooks or Hooks(), contrast=contrast)
 
 
 def plan(vlm: VisionLanguageModel, variant: str, cfg: SageConfig | None = None) -> _Plan:
     if variant == "base":
         return _Plan(None, None)
-    if variant == "sage":
+    if variant in ("sage", "sage-oracle"):
         c = cfg or SageConfig()
-        return _Plan(sage_hooks(vlm.num_layers, c), c)
+        return _Plan(sage_hooks(vlm.num_layers, c), c, oracle=variant == "sage-oracle")
     raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
 
 
@@ -148,7 +186,7 @@ def _decide(
     """Option logits (stage 3 combined when the plan has it) and the main pass's states."""
     d = vlm.decide(prompts, options, p.hooks)
     logits = _numpy(d.logits)
-    aux = p.aux(vlm, prompts, pairs)
+    aux = p.aux(vlm, prompts, pairs, options)
     if aux is not None and p.cfg is not None:
         aux_logits = _numpy(vlm.option_logits(aux, options, p.hooks))
         logits = contrast_logits(logits, aux_logits, p.cfg.eta)
@@ -165,13 +203,18 @@ def run_variant(
     same_logits, states_same = _decide(vlm, p, [same_prompt(a, b) for a, b in pairs], pairs, YES_NO)
     diff_logits, states_diff = _decide(vlm, p, [different_prompt(a, b) for a, b in pairs], pairs, YES_NO)
     ps, pd = p_yes(same_logits), p_yes(diff_logits)
-    for i in np.flatnonzero(~(np.isfinite(ps) & np.isfinite(pd))):
-        counted.reject(NON_FINITE, f"{recs[i].item_id}: same/different")
     count_logits, _ = _decide(vlm, p, [count_prompt(a, b) for a, b in pairs], pairs, COUNT_WORDS)
     count = argmax_or_tie(count_logits)
-    for i in np.flatnonzero(count < 0):
-        kind = NON_FINITE if not np.isfinite(count_logits[i]).all() else COUNT_TIE
-        counted.reject(kind, f"{recs[i].item_id}: count")
+    # one broken pair is counted once, whichever of its outputs the NaN reached (never once per prompt)
+    broken: dict[str, NDArray[np.bool_]] = {
+        "same": ~np.isfinite(ps), "different": ~np.isfinite(pd),
+        "count": np.asarray(~np.isfinite(count_logits).all(axis=1), dtype=bool),
+        "states": ~(_finite_states(states_same) & _finite_states(states_diff))}
+    for i in np.flatnonzero(np.any(list(broken.values()), axis=0)):
+        what = "/".join(k for k, v in broken.items() if v[i])
+        counted.reject(NON_FINITE, recs[i].item_id, detail=f"{what} not finite")
+    for i in np.flatnonzero((count < 0) & ~broken["count"]):
+        counted.reject(COUNT_TIE, f"{recs[i].item_id}: count")
     asked = [i for i in range(len(recs)) if count[i] >= 1]
     for i in np.flatnonzero(count == 0):
         counted.reject(NO_NAMING, recs[i].item_id)
@@ -179,11 +222,7 @@ def run_variant(
     judgements: list[Judgement | None] = [None] * len(recs)
     if asked:
         prompts = [find_prompt(*pairs[i], int(count[i])) for i in asked]
-        hooks = p.hooks
-        aux = p.aux(vlm, prompts, [pairs[i] for i in asked])
-        if aux is not None and p.cfg is not None:
-            contrast = Contrast(tuple(aux), p.cfg.eta, tag=p.cfg.mask_tag())
-            hooks = replace(p.hooks or Hooks(), contrast=contrast)
+        hooks = p.generation_hooks(vlm, prompts, [pairs[i] for i in asked])
         for row, text in zip(asked, vlm.generate(prompts, MAX_NEW_TOKENS, hooks), strict=True):
             replies[row] = text
             judgements[row] = judge(text, recs[row])

@@ -19,9 +19,19 @@ unmodified weights. Alg. 1 line 12 applies the same formula with α_t, sys facto
 Stage 2, Information Flow Rectification (Eq. 5/23), an FFN modifier per decoder layer: per position,
 D_KL = KL(softmax(Δ_attn) ‖ softmax(Δ_ffn)) over the hidden dimension; where D_KL > τ the FFN update
 is scaled, h ← h_{ℓ+½} + β·Δ_ffn (Alg. 1 lines 17-22).
-Stage 3, Visual-Anchored Generation (Eq. 6/7/24): :func:`sage_aux_prompts` builds the masked pairs
-(:mod:`.sage_mask`), the protocol combines logits with :func:`contrast_logits` for decisions and passes
-``Hooks.contrast`` for generation.
+Stage 3, Visual-Anchored Generation (Eq. 6/7/24, Alg. 1 lines 26-30), recomputed at every decoding
+step from what the model shows at that step (:class:`SageStep`, :mod:`.sage_mask`): Ω_T = the top-k
+cells of the token activation map of the token being generated (App. D.1 Eq. 18: its LM-head logit
+read at each image token), Ω_A = the top-k cells of the step's attention to the image, M = Ω_A ∩ Ω_T,
+the auxiliary pair = the prompt's pair with M occluded, L_main + η·ReLU(L_main − L_aux). "The token
+being generated" is not known before Eq. 7 chooses it: it is the main path's greedy choice at the step
+(argmax of L_main; for a decision, the top option), the token the step would emit without stage 3.
+Generation passes :func:`sage_contrast` as ``Hooks.contrast`` (the model runs the step rule each step,
+``faithtests.models.step_contrast``); a decision is one step, :func:`decision_aux_prompts` (the
+protocol combines the two option logits with :func:`contrast_logits`). The rule reads the model's
+logits, attention and hidden states only, never the pair's pixels (they are only occluded).
+:func:`oracle_aux_prompts` is the ``sage-oracle`` diagnostic: Ω_T from the pair's pixel change, once per
+prompt (an upper bound: it is handed the edits' location).
 
 Every choice the paper leaves open is a field of :class:`SageConfig`, with its reason there.
 """
@@ -45,12 +55,17 @@ from faithtests.protocols.spdfaith.sage_mask import (
     attention_grid,
     change_grid,
     discrepancy_mask,
+    image_cells,
     masked_pair,
+    occlude,
+    token_activation,
 )
 
 if TYPE_CHECKING:
     import torch
     from PIL import Image
+
+    from faithtests.models.step_contrast import StepContrast, StepReading
 
 STAGES: Final[tuple[str, ...]] = ("see", "analyze", "generate")
 #: τ of stage 2, measured on ``reference:vlm`` (:class:`SageConfig`): about the 90th percentile of D_KL.
@@ -97,8 +112,9 @@ class SageConfig:
         a0 = self.base_alpha
         if not (0.0 <= self.alpha <= 1.0 and 0.0 <= a0 <= 1.0):
             raise ValueError(f"SAGE: alpha={self.alpha}, alpha0={a0} must lie in [0, 1] (1 - alpha >= 0)")
-        if not (self.kappa >= 0 and self.alpha_max >= 0 and a0 + self.alpha_max <= 1.0):
-            raise ValueError(f"SAGE: need kappa >= 0, alpha_max >= 0 and alpha0 + alpha_max <= 1, got "
+        if not (math.isfinite(self.kappa) and self.kappa >= 0 and self.alpha_max >= 0
+                and a0 + self.alpha_max <= 1.0):  # kappa=inf would turn Eq. 4's ramp into a step
+            raise ValueError(f"SAGE: need finite kappa >= 0, alpha_max >= 0 and alpha0 + alpha_max <= 1, got "
                              f"kappa={self.kappa}, alpha_max={self.alpha_max}, alpha0={a0}")
         if not 0.0 <= self.beta <= 1.0:
             raise ValueError(f"SAGE: beta must lie in [0, 1] (Eq. 5's suppression), got {self.beta}")
@@ -133,10 +149,14 @@ class SageConfig:
             parts.append(f"analyze(beta={self.beta},kl_threshold={self.kl_threshold})")
         return "sage-v1[" + ";".join(parts) + "]"
 
-    def mask_tag(self) -> str:
-        """Names how stage 3's auxiliary prompts are built (``Contrast.tag``), by
-        :func:`sage_aux_prompts` with the plain model's attention (``hooks=None``)."""
-        return f"sage-mask-v1(top_k={self.top_k},fallback={self.fallback},fill=mean,omega_t=pixel-change)"
+    def mask_tag(self, oracle: bool = False) -> str:
+        """Names how stage 3's auxiliary prompts are built (``Contrast.tag``): per step from the model
+        (:class:`SageStep`), or for ``sage-oracle`` once per prompt from the pixel change
+        (:func:`oracle_aux_prompts`, with the plain model's attention)."""
+        if oracle:
+            return f"sage-mask-v1(top_k={self.top_k},fallback={self.fallback},fill=mean,omega_t=pixel-change)"
+        return (f"sage-mask-v2(top_k={self.top_k},fallback={self.fallback},fill=mean,per-step,"
+                f"omega_a=step-attention,omega_t=tam-eq18)")
 
 
 # ----------------------------------------------------------------------------------------- stage 1
@@ -331,7 +351,7 @@ def contrast_logits(main: T, aux: T, eta: float) -> T:
     return result  # type: ignore[no-any-return]
 
 
-def sage_aux_prompts(
+def oracle_aux_prompts(
     vlm: VisionLanguageModel,
     prompts: Sequence[Prompt],
     pairs: Sequence[tuple[Image.Image, Image.Image]],
@@ -340,17 +360,76 @@ def sage_aux_prompts(
     hooks: Hooks | None = None,
     grid: Grid | None = None,
 ) -> list[Prompt]:
-    """Stage 3's auxiliary prompts: each prompt with its pair masked (Eq. 6, :mod:`.sage_mask`): Ω_A
-    from ``vlm.attentions(prompts, hooks)`` (the plain model by default), Ω_T from the pair's pixel
-    change, both at the model's patch grid (``grid`` overrides the square-root rule)."""
+    """``sage-oracle``'s auxiliary prompts (not the paper's method): each prompt with its pair masked,
+    Ω_A from ``vlm.attentions(prompts, hooks)`` (the plain model by default), Ω_T from the pair's pixel
+    change, both at the model's patch grid (``grid`` overrides the square-root rule), once per prompt."""
     cfg = cfg or SageConfig()
     if len(pairs) != len(prompts):
-        raise ValueError(f"sage_aux_prompts: {len(pairs)} pairs for {len(prompts)} prompts")
+        raise ValueError(f"oracle_aux_prompts: {len(pairs)} pairs for {len(prompts)} prompts")
     att = vlm.attentions(prompts, hooks)
     out: list[Prompt] = []
     for i, (p, (a, b)) in enumerate(zip(prompts, pairs, strict=True)):
         omega_a = attention_grid(att, i, len(p.images), grid)
         change = change_grid(a, b, (omega_a.shape[0], omega_a.shape[1]))
-        mask = discrepancy_mask(omega_a, change, cfg.top_k, cfg.fallback)
+        mask = discrepancy_mask(omega_a, change, cfg.top_k, cfg.fallback, positive_activation=True)
         out.append(Prompt(images=masked_pair(a, b, mask), text=p.text, description=p.description))
     return out
+
+
+@dataclass(frozen=True)
+class SageStep:
+    """Stage 3's rule at one decoding step (module doc; Eq. 6, Alg. 1 lines 26-29): the mask from the
+    step's reading, then the base prompt's images with it occluded (the base prompt itself when the mask
+    is empty). Picklable, so a process pool can ship it with the hooks."""
+
+    top_k: int = 6
+    fallback: Fallback = "attention"
+    grid: Grid | None = None
+
+    def token(self, reading: StepReading) -> int:
+        """y_t: the main path's greedy choice (argmax of L_main; among ``reading.candidates`` if set)."""
+        logits = reading.logits.float()
+        if reading.candidates is None:
+            return int(logits.argmax())
+        cand = list(reading.candidates)
+        return cand[int(logits[cand].argmax())]
+
+    def mask(self, reading: StepReading, n_images: int) -> NDArray[np.bool_]:
+        """M = top-k(Ω_A) ∩ top-k(Ω_T) from the model's reading alone (no image is an argument)."""
+        pos = list(reading.image_positions)
+        per_key = reading.attention.double().mean(dim=(0, 1)).numpy()
+        omega_a = image_cells(per_key[pos], n_images, self.grid)
+        head = reading.unembedding[self.token(reading)].double().numpy()
+        tam = token_activation(reading.image_states.double().numpy(), head)
+        omega_t = image_cells(tam, n_images, self.grid)
+        return discrepancy_mask(omega_a, omega_t, self.top_k, self.fallback)
+
+    def __call__(self, base: Prompt, reading: StepReading) -> Prompt:
+        m = self.mask(reading, len(base.images))
+        if not m.any():
+            return base
+        return Prompt(images=tuple(occlude(im, m) for im in base.images), text=base.text,
+                      description=base.description)
+
+
+def sage_contrast(prompts: Sequence[Prompt], cfg: SageConfig | None = None, grid: Grid | None = None
+                  ) -> StepContrast:
+    """``Hooks.contrast`` for generation: the step rule on each prompt, η of ``cfg``."""
+    from faithtests.models.step_contrast import StepContrast
+
+    cfg = cfg or SageConfig()
+    return StepContrast(tuple(prompts), cfg.eta, cfg.mask_tag(), step=SageStep(cfg.top_k, cfg.fallback, grid))
+
+
+def decision_aux_prompts(
+    vlm: VisionLanguageModel, prompts: Sequence[Prompt], options: Sequence[str], hooks: Hooks | None,
+    cfg: SageConfig | None = None, grid: Grid | None = None,
+) -> list[Prompt]:
+    """A decision's auxiliary prompts: the answer step of generation (step 0) read from the main path
+    (``hooks`` on), y_t = the top option, the step rule's masked prompts."""
+    from faithtests.models.prompting import option_token_ids
+    from faithtests.models.step_contrast import first_step_aux, generation_host
+
+    host = generation_host(vlm, "SAGE stage 3 reads the answer step's hidden states and attention")
+    ids = option_token_ids(host.processor.tokenizer, options, str(getattr(host, "answer_prefix", "")))
+    return first_step_aux(host, prompts, hooks, sage_contrast(prompts, cfg, grid), ids)

@@ -1,5 +1,6 @@
-"""SPD-Faith metrics against hand-computed values: DQR (Eq. 8), DS (Eq. 9), the public code's n/m, TF1 / CF1
-(Eqs. 10–11), the symmetric-question verdicts and CR (Eqs. 12–13), DRF (Eq. 15), layer cosines (App. D.3)."""
+"""SPD-Faith metrics against hand-computed values: DQR (Eq. 8), DS_count (Eq. 9), DS_exist (§3), the public
+code's n/m, TF1 / CF1 (Eqs. 10–11) and the public code's CF1, the symmetric-question verdicts and CR (Eqs.
+12–13, normalised as Fig. 34), DRF (Eq. 15), layer cosines (App. D.3)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from faithtests.protocols.spdfaith.metrics import (
     DrfResult,
     category_f1,
+    category_f1_code,
     consistency_ratio,
     consistency_ratio_eq12,
     contradiction_rate,
@@ -18,10 +20,12 @@ from faithtests.protocols.spdfaith.metrics import (
     dqr,
     drf,
     ds,
+    ds_exist,
     f1_terms,
     layer_cosine_band,
     layer_cosines,
     mean_ci,
+    normalised_cr,
     type_f1,
     verdict_labels,
     yes_rate,
@@ -47,6 +51,16 @@ def test_ds_eq9_hand_values() -> None:
     got = ds([2, 3, 5, 0, 7], [3, 3, 3, 2, 3])
     assert got == pytest.approx([2 / 3, 1.0, 1 / 3, 0.0, 0.0])
     assert got[0] == pytest.approx(0.67, abs=5e-3)
+
+
+def test_ds_count_of_a_random_count_on_the_worlds_multi_pairs() -> None:
+    """Chance level of the DS_count[subset=multi] floor (thresholds.toml): n uniform on 1..6 against
+    m uniform on 2..5 (the world's multi pairs). Eq. 9 by hand: m = 2: (1/2 + 1 + 1/2)/6 = 1/3;
+    m = 3: (1/3 + 2/3 + 1 + 2/3 + 1/3)/6 = 1/2; m = 4: (1/4 + 1/2 + 3/4 + 1 + 3/4 + 1/2)/6 = 5/8;
+    m = 5: (1/5 + 2/5 + 3/5 + 4/5 + 1 + 4/5)/6 = 19/30; mean 251/480 ≈ 0.523. On single pairs: 1/6."""
+    n, m = np.meshgrid(np.arange(1, 7), np.arange(2, 6))
+    assert float(ds(n.ravel(), m.ravel()).mean()) == pytest.approx(251 / 480)
+    assert float(ds(np.arange(1, 7), np.ones(6)).mean()) == pytest.approx(1 / 6)
 
 
 def test_ds_and_count_ratio_refuse_identical_pairs() -> None:
@@ -114,6 +128,50 @@ def test_cf1_eq11_hand_value() -> None:
     assert category_f1([["chair", "person"], ["car"]], [["chair", "chair"], ["bus"]]) == pytest.approx(1 / 3)
 
 
+def test_cf1_code_counts_membership_where_eq11_intersects() -> None:
+    """The public code's category matches: every predicted category found in the item's gold. Item 1
+    P = {car, car, person}, G = {car, bus, person}: Eq. 11's multiset ∩ = 2, membership 3; item 2
+    P = {car, car}, G = {car}: ∩ 1, membership 2. CF1 = 2·3 / (6 + 3) = 2/3; CF1_code = 2·5 / 9 = 10/9,
+    above 1. Where no item repeats a category (Figs. 41, 42 ... item 3) they agree."""
+    pred, gold = [["car", "car", "person"], ["car", "car"]], [["car", "bus", "person"], ["car"]]
+    assert category_f1(pred, gold) == pytest.approx(2 / 3)
+    assert category_f1_code(pred, gold) == pytest.approx(10 / 9)
+    num, den = f1_terms(pred, gold, matching="membership")
+    assert num.tolist() == [6, 4] and den.tolist() == [6, 3]
+    for p, g in (FIG41_CATS, FIG42_CATS, (["bowl", "tv"], ["bowl", "tv", "tv"])):
+        assert category_f1_code([p], [g]) == pytest.approx(category_f1([p], [g]))
+    with pytest.raises(ValueError, match="matching"):
+        f1_terms(pred, gold, matching="set")  # type: ignore[arg-type]
+
+
+def _public_pooled_f1(pred: list[list[str]], gold: list[list[str]], matched_per_item: list[int]) -> float:
+    """The public code's aggregation, written out: pooled precision M/|P| and recall M/|G| over items,
+    F1 = 2PR/(P + R), 0 where undefined."""
+    m, npred, ngold = sum(matched_per_item), sum(map(len, pred)), sum(map(len, gold))
+    prec = m / npred if npred else None
+    rec = m / ngold if ngold else None
+    return 2 * prec * rec / (prec + rec) if prec is not None and rec is not None and prec + rec > 0 else 0.0
+
+
+def test_tf1_cf1_code_and_dqr_code_equal_the_public_codes_counting() -> None:
+    """On 200 random items (seeded): TF1 equals the public code's per-type min(pred, gt) matches pooled
+    into 2PR/(P + R), CF1_code its ``pred_cat in gt_categories`` matches pooled the same way, and
+    mean(DQR_code) its mean n/m, each to 1e-9."""
+    rng = np.random.default_rng(7)
+    cats, types = ["car", "bus", "person", "dog"], ["color", "remove", "position"]
+    def draw(vocab: list[str]) -> list[str]:
+        return [str(x) for x in rng.choice(vocab, size=int(rng.integers(0, 5)))]
+    pt, gt = [draw(types) for _ in range(200)], [draw(types) or ["color"] for _ in range(200)]
+    pc, gc = [draw(cats) for _ in range(200)], [draw(cats) or ["car"] for _ in range(200)]
+    type_matches = [sum(min(p.count(t), g.count(t)) for t in types) for p, g in zip(pt, gt, strict=True)]
+    cat_matches = [sum(c in g for c in p) for p, g in zip(pc, gc, strict=True)]
+    assert type_f1(pt, gt) == pytest.approx(_public_pooled_f1(pt, gt, type_matches), abs=1e-9)
+    assert category_f1_code(pc, gc) == pytest.approx(_public_pooled_f1(pc, gc, cat_matches), abs=1e-9)
+    n, m = [len(p) for p in pc], [len(g) for g in gc]
+    assert float(np.mean(count_ratio(n, m))) == pytest.approx(sum(a / b for a, b in zip(n, m, strict=True))
+                                                              / len(m), abs=1e-9)
+
+
 def test_f1_terms_feed_the_clustered_ratio_bootstrap() -> None:
     """sum(num)/sum(den) is TF1; stats.cluster_bootstrap_ratio_ci gives its CI (no re-implementation)."""
     pred = [["color"], ["remove"], ["color", "remove"], ["position"]]
@@ -178,11 +236,42 @@ def test_cr_fig39_per_pair_and_eq12_literal() -> None:
 
 
 def test_cr_eq12_hand_value_and_contradictions_go_negative() -> None:
-    """Eq. 12: (1 + 0.5 − 1) / (2 + 3) = 0.1. Three contradictory pairs (Fig. 40) give −1 per pair; the
-    figure prints 0, which neither formula gives; we do not clip."""
+    """Eq. 12: (1 + 0.5 − 1) / (2 + 3) = 0.1. Three contradictory pairs (Fig. 40) give a raw −1; the
+    figure prints 0, which Fig. 34's normalisation gives (``test_cr_normalised_fig34``)."""
     assert consistency_ratio_eq12(["consistent", "ambiguous", "contradictory"], 2, 3) == pytest.approx(0.1)
     assert consistency_ratio_eq12([], 1, 1) == 0.0
     assert consistency_ratio(["contradictory"] * 3) == -1.0
+
+
+def test_cr_normalised_fig34() -> None:
+    """Fig. 34 ("Normalize final score to [0, 1] range") on raw CRs (Eqs. 12–13 per pair, Fig. 33's
+    Σ scores / total_claims). Fig. 39 (3 consistent): raw 1 → 1 both ways; Fig. 40 (3 contradictory):
+    raw −1 → 0 both ways, as printed. Fig. 34's example (5 consistent, 1 contradictory; printed 0.85):
+    raw 4/6, affine (4/6 + 1)/2 = 5/6, clip 4/6. One ambiguous claim: raw 0.5, affine 0.75, clip 0.5."""
+    raw = [consistency_ratio(["consistent"] * 3), consistency_ratio(["contradictory"] * 3),
+           consistency_ratio(["consistent"] * 5 + ["contradictory"]), consistency_ratio(["ambiguous"])]
+    assert raw == pytest.approx([1.0, -1.0, 4 / 6, 0.5])
+    assert normalised_cr(raw).tolist() == pytest.approx([1.0, 0.0, 5 / 6, 0.75])
+    assert normalised_cr(raw, "clip").tolist() == pytest.approx([1.0, 0.0, 4 / 6, 0.5])
+    # one verdict per pair (the suite): the mean over pairs is 1 − contradiction − ambiguous / 4
+    labels = ["consistent", "contradictory", "ambiguous", "consistent"]
+    per_pair = normalised_cr([consistency_ratio([lab]) for lab in labels])
+    assert float(per_pair.mean()) == pytest.approx(1 - 1 / 4 - (1 / 4) / 4)
+    with pytest.raises(ValueError, match=r"in \[-1, 1\]"):
+        normalised_cr([1.5])
+    with pytest.raises(ValueError, match="affine"):
+        normalised_cr([0.0], "minmax")  # type: ignore[arg-type]
+
+
+def test_ds_exist_section3_figs39_40() -> None:
+    """§3's DS per edited pair: 1 iff No to "same?" and Yes to "different?". Fig. 39 (both answers
+    describe the truck's change: No / Yes) → 1; Fig. 40 (Yes / Yes) → 0, as printed; Yes / No → 0;
+    No / No → 0 (says neither); P(Yes | same?) = 0.5 reads No, so (0.5, 0.6) → 1: mean 2/5."""
+    got = ds_exist([0.1, 0.9, 0.9, 0.2, 0.5], [0.8, 0.7, 0.2, 0.3, 0.6])
+    assert got.tolist() == [1.0, 0.0, 0.0, 0.0, 1.0]
+    assert float(got.mean()) == pytest.approx(2 / 5)
+    with pytest.raises(ValueError, match="3 Q_same answers but 1"):
+        ds_exist([0.1, 0.2, 0.3], [0.4])
 
 
 def test_verdict_errors_are_explicit() -> None:

@@ -22,7 +22,7 @@ from faithtests.protocols.spdfaith.sage import (
     key_masks,
     kl_divergence,
     modulate,
-    sage_aux_prompts,
+    oracle_aux_prompts,
     sage_hooks,
     visual_mean,
 )
@@ -207,6 +207,7 @@ def test_config_defaults_and_validation() -> None:
     assert (cfg.alpha, cfg.base_alpha, cfg.beta, cfg.eta, cfg.split(28)) == (0.1, 0.1, 0.9, 0.5, 14)
     assert SageConfig(alpha0=0.2).base_alpha == 0.2 and SageConfig(shallow_layers=3).split(28) == 3
     assert "top_k=6" in cfg.mask_tag() and cfg.mask_tag() != SageConfig(top_k=4).mask_tag()
+    assert "tam" in cfg.mask_tag() and "pixel-change" in cfg.mask_tag(oracle=True)
     for bad in ({"alpha": 1.5}, {"alpha_max": 0.95}, {"beta": 1.1}, {"eta": -0.1}, {"top_k": 0},
                 {"kl_threshold": -1.0}, {"stages": ("see", "think")}, {"fallback": "change"}):
         with pytest.raises(ValueError, match="SAGE"):
@@ -271,11 +272,16 @@ def test_change_grid_and_top_cells() -> None:
 def test_discrepancy_mask_intersects_or_falls_back() -> None:
     att = np.array([[0.4, 0.3], [0.2, 0.1]])
     change = np.array([[0.0, 5.0], [1.0, 0.0]])
-    assert discrepancy_mask(att, change, 2).tolist() == [[False, True], [False, False]]  # Eq. 6
+    pos = {"positive_activation": True}  # the oracle's pixel change: unchanged cells are never in Ω_T
+    assert discrepancy_mask(att, change, 2, **pos).tolist() == [[False, True], [False, False]]  # Eq. 6
     far = np.array([[0.0, 0.0], [0.0, 9.0]])
-    assert discrepancy_mask(att, far, 2).tolist() == [[True, True], [False, False]]  # empty ∩ -> Ω_A
-    assert not discrepancy_mask(att, far, 2, "none").any()
-    assert discrepancy_mask(att, np.zeros((2, 2)), 1).tolist() == [[True, False], [False, False]]
+    assert discrepancy_mask(att, far, 2, **pos).tolist() == [[True, True], [False, False]]  # empty ∩ -> Ω_A
+    assert not discrepancy_mask(att, far, 2, "none", **pos).any()
+    assert discrepancy_mask(att, np.zeros((2, 2)), 1, **pos).tolist() == [[True, False], [False, False]]
+    # a TAM's raw logits (any sign): the top-k ranks them, negative cells included
+    tam = np.array([[-3.0, -1.0], [-2.0, -4.0]])
+    assert discrepancy_mask(att, tam, 2).tolist() == [[False, True], [False, False]]  # top-2: (0,1), (1,0)
+    assert top_cells(tam, 1, positive=False).tolist() == [[False, True], [False, False]]
 
 
 def test_masked_pair_fills_masked_cells_with_each_images_mean_colour() -> None:
@@ -303,20 +309,20 @@ class FakeVLM:
         return Attentions(weights=[w], spans=spans([[(2, 10)]] * len(prompts), [12] * len(prompts)))
 
 
-def test_sage_aux_prompts_masks_the_attended_changed_cells() -> None:
+def test_oracle_aux_prompts_mask_the_attended_changed_cells() -> None:
     a = solid((0, 0, 0))
     b = a.copy()
     b.paste((255, 255, 255), (4, 4, 8, 8))  # the edit: cell (1, 1)
     b.paste((255, 0, 0), (0, 4, 4, 8))  # another change, not attended: cell (1, 0)
     prompts = [Prompt((a, b), "There is one difference in the picture. Can you find it?")]
-    aux = sage_aux_prompts(FakeVLM(), prompts, [(a, b)], SageConfig(top_k=2))  # type: ignore[arg-type]
+    aux = oracle_aux_prompts(FakeVLM(), prompts, [(a, b)], SageConfig(top_k=2))  # type: ignore[arg-type]
     assert aux[0].text == prompts[0].text and len(aux[0].images) == 2
     xb = np.asarray(aux[0].images[1])
     mean_b = np.rint(np.asarray(b).reshape(-1, 3).mean(0))
     assert (xb[4:, 4:] == mean_b).all()  # Ω_A ∩ Ω_T = {(1, 1)}: occluded in both images
     assert (xb[4:, :4] == (255, 0, 0)).all() and (np.asarray(aux[0].images[0]) == 0).all()
     with pytest.raises(ValueError, match="2 pairs for 1 prompts"):
-        sage_aux_prompts(FakeVLM(), prompts, [(a, b), (a, b)])  # type: ignore[arg-type]
+        oracle_aux_prompts(FakeVLM(), prompts, [(a, b), (a, b)])  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------------------------ on the model
