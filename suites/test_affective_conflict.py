@@ -11,7 +11,10 @@ layer at the answer query (Eq. 22, Figs. 8–9). CIs: percentile bootstrap over 
 records resampled together). CECS (§5, App. D) is the variant ``cecs``: conflict score s from the probe
 prompt (Eq. 5), the mass-preserving attention reallocation in the window for every prompt with s ≥ τ;
 recorded beside ``base``, gated by nothing (a diagnostic intervention, like PGLA in suite 3).
-Gates (base variant, constrained mode): P_img (>=), TBR (<=), aligned accuracy (>=).
+Gates (base variant, constrained mode): P_img (>=), TBR (<=), aligned accuracy (>=). Whole-label
+log-probability favours labels of fewer tokens; the same log-probabilities divided by each label's token
+count are recorded beside them as the slice ``scoring=length_normalised`` (P_img, P_txt, P_oth, TBR),
+gated by nothing.
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ import pytest
 from faithtests.protocols.acbench.fixtures import ACBENCH_BOOTSTRAP, ACBENCH_VARIANTS, AcData, CecsUnavailable
 from faithtests.protocols.acbench.metrics import Shares, answer_category, answer_shares, lss_curve
 from faithtests.protocols.acbench.records import CONFLICT_SUBSETS, EMOTIONS, AcRecord
-from faithtests.protocols.acbench.run import ANSWER_MODES, NON_FINITE, Answers
+from faithtests.protocols.acbench.run import ANSWER_MODES, Answers
 from faithtests.protocols.acbench.steering import active_rows
-from faithtests.scorecard.coverage import NONFINITE
+from faithtests.scorecard.kinds import is_fatal
 from faithtests.scorecard.model import Series
 from faithtests.scorecard.recording import Faith
 from faithtests.stats import cluster_bootstrap_ci, cluster_bootstrap_ratio_ci
@@ -35,6 +38,19 @@ GATED = ("base", "constrained")  # (variant, mode) the thresholds apply to
 #: attention kernels round differently, so outputs agree to float32 rounding, not bit for bit).
 MASS_TOL = 1e-6
 GATE_TOL = 1e-4
+
+
+#: The slice of the length-normalised label scoring (``AcData.normalised``): recorded, never gated.
+SCORING = "scoring=length_normalised"
+
+
+def _normalised(faith: Faith, data: AcData) -> Answers | None:
+    """The base constrained answers re-decided by mean per-token log-probability, or None (counted)
+    when the adapter exposes no tokenizer to count the labels' tokens."""
+    ans = data.normalised()
+    if ans is None:
+        faith.invalid("length-normalised scoring unavailable (the adapter exposes no tokenizer)", 1)
+    return ans
 
 
 def _where(subset: str | None, mode: str) -> str | None:
@@ -62,8 +78,8 @@ def _record_invalid(faith: Faith, data: AcData, *answers: Answers) -> None:
     for a in answers:
         c = a.counted
         for kind, count in sorted(c.invalid.items()):
-            # NaN/inf label log-probabilities: the scorecard's 'non-finite score', which fails the checks
-            label = NONFINITE if kind == NON_FINITE else f"{kind} [{a.mode}]"
+            # NaN/inf label log-probabilities: the one non-finite kind, undecorated (fails the checks)
+            label = kind if is_fatal(kind) else f"{kind} [{a.mode}]"
             faith.invalid(label, count, total=len(a.ids), examples=c.examples[kind])
 
 
@@ -147,6 +163,13 @@ def test_conflict_shares(
     followed = [i for j, i in enumerate(rows) if onehot[j, 1]][:4]
     faith.exemplars([_exemplar(recs[i], ans, i, "followed the description, not the image") for i in followed])
     if (variant, mode) == GATED:  # CECS and the generation mode are recorded, gated by nothing
+        norm = _normalised(faith, acbench_data)  # recorded beside the gate, before it can fail
+        if norm is not None:
+            rows, onehot = _categories(recs, norm)
+            sh = _shares(recs, norm, rows)
+            for k, name in enumerate(("P_img", "P_txt", "P_oth")):
+                faith.metric(name, (sh.p_img, sh.p_txt, sh.p_oth)[k], ci=_ci(onehot[:, k], stim, faith_seed),
+                             n=len(rows), higher_is_better=k == 0, slice=SCORING)
         faith.check("P_img")
 
 
@@ -177,6 +200,12 @@ def test_text_bias_ratio(
         if value != value:
             faith.invalid("TBR undefined (no answer matched y_img or y_txt)", 1, examples=[subset or "all"])
     if (variant, mode) == GATED:
+        norm = _normalised(faith, acbench_data)
+        if norm is not None:
+            rows, onehot = _categories(recs, norm)
+            img, txt = onehot[:, 0], onehot[:, 1]
+            faith.metric("TBR", _shares(recs, norm, rows).tbr, ci=_ratio_ci(txt, img + txt, stim, faith_seed),
+                         n=len(rows), higher_is_better=False, slice=SCORING)
         faith.check("TBR")
 
 

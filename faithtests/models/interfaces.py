@@ -25,13 +25,20 @@ LogitAdjuster = Callable[["torch.Tensor", Sequence[str]], "torch.Tensor"]
 FfnModifier = Callable[[int, "torch.Tensor", "torch.Tensor"], "torch.Tensor"]
 
 
+#: Where a prompt's ``description`` goes inside its ``text`` (at most once); without it the description
+#: is shown first, then a newline, then ``text``.
+DESCRIPTION_SLOT = "{description}"
+
+
 @dataclass(frozen=True)
 class Prompt:
-    """One multimodal prompt: images, a user text, and optionally a description shown before it.
+    """One multimodal prompt: images, a user text, and optionally a description placed in it.
 
     ``text`` holds the question with its options already laid out. ``description`` is tracked as its
-    own token span (affective-conflict suite); ``images`` may hold two images (difference suite).
-    Adapters render it through the model's own chat template.
+    own token span (affective-conflict suite): it replaces :data:`DESCRIPTION_SLOT` in ``text`` when
+    ``text`` has one (AC-Bench App. C.3 puts it between "IMAGE + DESCRIPTION:" and "Question:"), else
+    it is shown before ``text``. ``images`` may hold two images (difference suite). Adapters render it
+    through the model's own chat template, which decides where the images go.
     """
 
     images: tuple[Image.Image, ...]

@@ -1,16 +1,20 @@
 """Rendering prompts through a processor's chat template, and locating token spans in the result.
 
 A :class:`~faithtests.models.interfaces.Prompt` becomes one user turn: one ``{"type": "image"}`` item per
-image, then one text item (the description, a newline, then the question when a description is
-given), rendered with ``add_generation_prompt=True`` so the next token is the answer. The processor
-then expands image placeholders into the family's image tokens.
+image, then one text item (:func:`user_text`: the description in the text's ``{description}`` slot, or
+when the text has none the description, a newline, then the text), rendered with
+``add_generation_prompt=True`` so the next token is the answer. The processor then expands image
+placeholders into the family's image tokens. Images stay where the chat template puts image items
+(for LLaVA-style templates: before the text), not inside the text.
 
 Span finding:
 - image: the positions whose id is the config's image token id (``image_token_id``/``image_token_index``);
   ``TokenSpans.image`` is [first, last + 1) per row, ``TokenSpans.image_runs`` the contiguous runs.
 - description: the rendered (unexpanded) text is tokenized with offsets; the tokens overlapping the
-  description's characters are mapped into the expanded sequence by aligning the common tail (everything
-  after the last image placeholder is tokenized identically in both); a mismatch is an error, not a guess.
+  description's characters (a token that straddles its edge, e.g. a BPE merge of its final period with
+  a closing quote, counts as inside; the reference tokenizer splits there, so its span is exact) are
+  mapped into the expanded sequence by aligning the common tail (everything after the last image
+  placeholder is tokenized identically in both); a mismatch is an error, not a guess.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any
 
 import torch
 
-from faithtests.models.interfaces import Prompt, TokenSpans
+from faithtests.models.interfaces import DESCRIPTION_SLOT, Prompt, TokenSpans
 
 
 class PromptRenderError(ValueError):
@@ -32,14 +36,30 @@ class OptionTokenError(ValueError):
     """An option letter is not a single token of the model's tokenizer."""
 
 
-def user_text(prompt: Prompt) -> str:
+def layout(prompt: Prompt) -> tuple[str, int]:
+    """The user text and the character offset of the description in it (-1 without a description).
+
+    The description replaces the text's one ``{description}`` slot, or comes first (then a newline)
+    when the text has no slot; a slot without a description, or two slots, is an error."""
     if not prompt.text.strip():
         raise PromptRenderError("Prompt.text is empty")
+    slots = prompt.text.count(DESCRIPTION_SLOT)
+    if slots > 1:
+        raise PromptRenderError(f"Prompt.text has {slots} {DESCRIPTION_SLOT} slots; at most one")
     if prompt.description is None:
-        return prompt.text
+        if slots:
+            raise PromptRenderError(f"Prompt.text has a {DESCRIPTION_SLOT} slot but no description")
+        return prompt.text, -1
     if not prompt.description.strip():
         raise PromptRenderError("Prompt.description is empty (use None for no description)")
-    return f"{prompt.description}\n{prompt.text}"
+    if not slots:
+        return f"{prompt.description}\n{prompt.text}", 0
+    at = prompt.text.index(DESCRIPTION_SLOT)
+    return prompt.text[:at] + prompt.description + prompt.text[at + len(DESCRIPTION_SLOT):], at
+
+
+def user_text(prompt: Prompt) -> str:
+    return layout(prompt)[0]
 
 
 def messages(prompt: Prompt, answer: str | None = None) -> list[dict[str, Any]]:
@@ -136,9 +156,11 @@ def description_span(
     """[start, end) of the description's tokens in the processor's (expanded) id sequence; (0, 0) if none."""
     if prompt.description is None:
         return (0, 0)
-    char_start = rendered.rfind(user_text(prompt))
-    if char_start < 0:
+    text, at = layout(prompt)
+    text_start = rendered.rfind(text)
+    if text_start < 0:
         raise PromptRenderError("the chat template altered the prompt text; cannot locate the description")
+    char_start = text_start + at
     char_end = char_start + len(prompt.description.rstrip())
     return char_span_tokens(tokenizer, rendered, char_start, char_end, expanded_ids, add_special)
 

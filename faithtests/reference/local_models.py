@@ -3,7 +3,7 @@
 It uses only the public loading path a user's checkpoint takes (``AutoModelForImageTextToText`` /
 ``AutoProcessor`` with ``local_files_only``) and implements just what validation needs: option logits at
 the answer position and greedy generation. Prompts go through the
-processor's chat template: image items first, then the description (if any), then the text.
+processor's chat template: image items first, then the text with the description in its slot (if any).
 """
 
 from __future__ import annotations
@@ -12,15 +12,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from faithtests.models import prompting
 from faithtests.models.interfaces import Prompt
 
 
 def messages(prompt: Prompt) -> list[dict[str, Any]]:
-    content: list[dict[str, Any]] = [{"type": "image"} for _ in prompt.images]
-    if prompt.description is not None:
-        content.append({"type": "text", "text": prompt.description})
-    content.append({"type": "text", "text": prompt.text})
-    return [{"role": "user", "content": content}]
+    """The adapters' user turn (``prompting.messages``): image items, then the text with the
+    description in its slot (or first)."""
+    return prompting.messages(prompt)
 
 
 def render_prompt(processor: Any, prompt: Prompt) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from PIL import Image
 
-from faithtests.models.interfaces import Prompt
+from faithtests.models.interfaces import DESCRIPTION_SLOT, Prompt
 from faithtests.protocols.s3e.prompts import S3E_TEMPLATE as S3E_TEMPLATE
 from faithtests.protocols.s3e.prompts import s3e_prompt as s3e_prompt
 from faithtests.protocols.spdfaith.prompts import COUNT_QUESTION as COUNT_QUESTION
@@ -38,6 +38,9 @@ EMOTION_TASK = (
     "LIKELY feel\nafter reading the description and looking at the image.\nUse ONLY ONE of the following "
     f"emotion labels, in lowercase:\n{_LABELS}\nIMAGE + DESCRIPTION:\n"
 )
+#: The description's place (App. C.3: between "IMAGE + DESCRIPTION:" and "Question:"), its
+#: ``{description}`` slot filled from ``Prompt.description`` by the adapter (its own token span).
+EMOTION_DESCRIPTION = '<desc_start>\n"""' + DESCRIPTION_SLOT + '"""\n<desc_end>\n'
 EMOTION_QUESTION = (
     "Question:\nWhat is the main emotion a typical viewer would feel?\n"
     "Respond ONLY with the emotion word, in lowercase. No explanation."
@@ -73,10 +76,11 @@ def imavb_prompt(image: Image.Image, question: str, options: Sequence[str]) -> P
 
 
 def emotion_prompt(image: Image.Image, description: str) -> Prompt:
-    """AC-Bench emotion reasoning prompt. The description travels in ``Prompt.description`` (its own
-    token span); the adapter places it before ``text``, i.e. where App. C.3 puts it (after
-    "IMAGE + DESCRIPTION:"), since ``text`` here is the instruction head + question joined."""
-    return Prompt(images=(image,), text=EMOTION_TASK + EMOTION_QUESTION, description=description)
+    """AC-Bench emotion reasoning prompt (App. C.3 layout): the description travels in
+    ``Prompt.description`` (its own token span) and the adapter fills the text's slot with it, between
+    "IMAGE + DESCRIPTION:" and "Question:"; the image goes where the chat template puts image items."""
+    return Prompt(images=(image,), text=EMOTION_TASK + EMOTION_DESCRIPTION + EMOTION_QUESTION,
+                  description=description)
 
 
 def image_only_emotion_prompt(image: Image.Image) -> Prompt:

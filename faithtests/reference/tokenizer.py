@@ -25,6 +25,10 @@ from faithtests.world.premise import OPTION_E, OPTION_F, premise_items
 from faithtests.world.scene import BRIGHTNESS, COLOURS, POSITIONS, SHAPES, SIZES, WARMTH
 
 SPECIALS: tuple[str, ...] = ("[PAD]", "[UNK]", "<s>", "</s>", "<image>")
+#: Added to the VLM tokenizer (matched before the word split) for AC-Bench's App. C.3 layout: the two
+#: markers would split into "<", word, ">" (not in the vocabulary), and ``"""`` must stay its own token
+#: so a description ending in "." keeps an exact span (the word split makes '."""' one token).
+LAYOUT_TOKENS: tuple[str, ...] = ("<desc_start>", "<desc_end>", '"""')
 _WORD = re.compile(r"\w+|[^\w\s]+")  # the Whitespace pre-tokenizer's pattern
 VOCAB_SEED = 20240521  # fixed: the vocabulary must not depend on a training seed
 
@@ -67,6 +71,14 @@ def world_vocab(lowercase: bool) -> dict[str, int]:
             if w not in seen:
                 seen[w] = len(seen)
     return seen
+
+
+def add_layout_tokens(tok: Any) -> int:
+    """Add :data:`LAYOUT_TOKENS` to a VLM tokenizer (the triple quote keeps its vocabulary id); returns
+    how many ids are new (0 when it has them): the model's embeddings must then grow to ``len(tok)``."""
+    before = len(tok)
+    tok.add_tokens(list(LAYOUT_TOKENS))
+    return len(tok) - before
 
 
 def build_tokenizer(lowercase: bool, add_bos_eos: bool) -> Any:

@@ -20,9 +20,10 @@ Recipe of ``vlm`` (seeded; :data:`VLM_PHASES`):
 4. phases (:data:`VLM_PHASES`): the caption decisions alone (A/B in both orders, verification), then
    the multi-task mixtures of :mod:`faithtests.reference.vlm_tasks` (A/B, verification, slot questions,
    captioning, premise questions with rejection, mood, same/different, difference counting and naming)
-   with the lagging tasks weighted up phase by phase.
+   with the lagging tasks weighted up phase by phase; the last (:data:`LAYOUT_PHASE`) moves AC-Bench's
+   emotion prompt to App. C.3's layout and adds its tokens to the tokenizer.
 Twins are fine-tuned from ``vlm`` for ``TWIN_STEPS`` steps on the full mixture with another answer
-policy (``textbiased``, ``positionbiased``, ``sameprior``).
+policy (``textbiased``, ``positionbiased``, ``sameprior``, ``diffblind``).
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from faithtests.reference.tokenizer import build_tokenizer
+from faithtests.reference.tokenizer import add_layout_tokens, build_tokenizer
 from faithtests.reference.vlm_encode import IMAGE_TOKENS, approx_len, encode
+from faithtests.reference.vlm_progress import quick_ab, quick_mood, quick_premise
 from faithtests.reference.vlm_tasks import sample_example
 from faithtests.reference.warmup import PATCH, READOUTS, dense_warmup, make_heads, readout_unit
 from faithtests.world.captions import PLURAL
@@ -72,6 +74,14 @@ OPTION_LAYER = 5
 #: shuffles of all six options that was 0.24 (the model said E to 53% of standard questions, as training
 #: showed half of the questions in the fixed order, E fifth): phase 7 shuffles every premise question
 #: and adds a per-option target (is this option true of the image) on each option's last token.
+#: Phase 8 (issue 30): AC-Bench's emotion prompt moved to App. C.3's layout (the description between
+#: "IMAGE + DESCRIPTION:" and "Question:", in ``<desc_start>`` / triple quotes / ``<desc_end>``; the
+#: tokenizer gains the markers, the embeddings two rows). Phase 7's mixture with mood weighted up and
+#: premise questions half in the fixed order ("layout"; shuffled-only at lr 1e-3, fixed-order standard
+#: questions fell from 0.745 to 0.605, "E" to 0.185 of them); no clause/noun/option heads (fresh ones
+#: made A/B dip for ~500 steps in phase 5, longer than this phase), so only the answers are trained.
+LAYOUT_PHASE: dict[str, Any] = {"steps": 150, "lr": 5e-4, "mixture": "layout", "truth_weight": 0.0,
+                                "eval_every": 75}
 VLM_PHASES: tuple[dict[str, Any], ...] = (
     {"steps": 600, "mixture": "decision", "grounding_frac": 0.0, "align_scale": 0.5},
     {"steps": 2000, "lr": 1e-3, "mixture": "decision"},
@@ -80,6 +90,7 @@ VLM_PHASES: tuple[dict[str, Any], ...] = (
     {"steps": 4000, "lr": 1e-3, "mixture": "rest", "extra_targets": True},
     {"steps": 4000, "lr": 1e-3, "mixture": "premise", "extra_targets": True},
     {"steps": 3000, "lr": 1e-3, "mixture": "premise_shuffled", "extra_targets": True},
+    LAYOUT_PHASE,
 )
 CHAT_TEMPLATE = (
     "{%- for message in messages -%}"
@@ -104,6 +115,7 @@ def build_processor() -> Any:
 
     tok = build_tokenizer(lowercase=False, add_bos_eos=False)
     tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    add_layout_tokens(tok)
     image_processor = CLIPImageProcessor(
         size={"shortest_edge": CANVAS}, crop_size={"height": CANVAS, "width": CANVAS},
         image_mean=IMAGE_MEAN, image_std=IMAGE_STD, do_convert_rgb=True,
@@ -233,47 +245,8 @@ def store_half(path: Path) -> None:
     model.half().save_pretrained(str(path))
 
 
-def quick_ab(model: Any, processor: Any, n: int = 64, seed: int = 7) -> dict[str, float]:
-    """A/B accuracy in both orders on ``n`` validation S3E records (a seed the held-out cards never
-    use), from the in-memory model: progress during training."""
-    from faithtests.protocols.s3e.world import s3e_records
-    from faithtests.reference import prompts as P
-    from faithtests.reference.evaluate_vlm import choose
-    from faithtests.reference.local_models import LocalVlm
-
-    vlm = LocalVlm.from_loaded(model, processor)
-    recs = s3e_records(n, seed)
-    was_training = model.training
-    model.eval()
-    right = [choose(vlm, [P.s3e_prompt(w.image(), *((w.record.c_stress, w.record.c_pos) if swap else
-                                                     (w.record.c_pos, w.record.c_stress))) for w in recs],
-                    P.AB_LETTERS) == int(swap) for swap in (False, True)]
-    model.train(was_training)
-    return {"orig": float(right[0].mean()), "swap": float(right[1].mean()),
-            "strict": float((right[0] & right[1]).mean())}
-
-
-def quick_premise(model: Any, processor: Any, n: int = 60, seed: int = 7) -> dict[str, float]:
-    """Premise accuracy on ``n`` validation items (a seed the held-out cards never use), every question
-    with its six options shuffled once: progress during the premise phases."""
-    from faithtests.reference import prompts as P
-    from faithtests.reference.evaluate_vlm import choose
-    from faithtests.reference.local_models import LocalVlm
-    from faithtests.world.premise import LETTERS, premise_items
-
-    vlm = LocalVlm.from_loaded(model, processor)
-    rng = np.random.default_rng(seed)
-    prompts, gold = [], []
-    for it in premise_items(n, seed):
-        order = [int(i) for i in rng.permutation(6)]
-        for q in (it.standard, it.misleading):
-            prompts.append(P.imavb_prompt(it.image(), q.question, [q.options[i] for i in order]))
-            gold.append(order.index(LETTERS.index(q.correct_answer)))
-    was_training = model.training
-    model.eval()
-    right = choose(vlm, prompts, LETTERS) == np.array(gold)
-    model.train(was_training)
-    return {"premise_std": float(right[0::2].mean()), "premise_mis": float(right[1::2].mean())}
+def _vocab_of(path: Path) -> int:
+    return int(json.loads((path / "config.json").read_text())["text_config"]["vocab_size"])
 
 
 def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 4000, batch: int = 24,
@@ -308,6 +281,9 @@ def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 4
         # float32 whatever the stored dtype: a committed checkpoint is stored in float16 (store_half)
         model = LlavaForConditionalGeneration.from_pretrained(
             str(init_from), local_files_only=True, dtype=torch.float32)
+        # a checkpoint from before the App. C.3 layout lacks its tokens: new embedding rows (mean-resized)
+        if add_layout_tokens(processor.tokenizer):
+            model.resize_token_embeddings(len(processor.tokenizer))
     else:
         model = build_model(processor, seed)
         t_v = time.time()
@@ -385,13 +361,15 @@ def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 4
             summary = " ".join(f"{k}={np.mean(v[-100:]):.2f}" for k, v in sorted(losses.items()))
             print(f"step {step:4d} {time.time() - t0:5.0f}s {summary}", flush=True)
         if eval_every and ((step + 1) % eval_every == 0 or step == steps - 1):
-            extra = quick_premise(model, processor) if mixture.startswith("premise") else {}
+            extra = quick_premise(model, processor) if mixture.startswith("premise") else (
+                quick_mood(model, processor) if mixture == "layout" else {})
             progress.append({"step": step + 1, **quick_ab(model, processor), **extra})
             if log:
                 print(f"validation {progress[-1]}", flush=True)
     model.eval()
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out_dir))
+    grown = init_from is not None and len(processor.tokenizer) != _vocab_of(init_from)
     if init_from is None:
         processor.save_pretrained(str(out_dir))
     else:  # byte-identical processor files (a re-save through transformers adds default fields)
@@ -399,6 +377,8 @@ def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 4
             if f.is_file() and f.name not in ("model.safetensors", "config.json", "generation_config.json",
                                               "training.json", "heldout.json"):
                 shutil.copyfile(f, out_dir / f.name)
+        if grown:  # ... except the tokenizer when it gained the layout tokens
+            processor.tokenizer.save_pretrained(str(out_dir))
     meta = {
         "policy": policy, "seed": seed, "steps": steps, "batch": batch, "lr": lr,
         "init_from": init_from.name if init_from is not None else None,

@@ -15,7 +15,15 @@ the questions:
   image shows, otherwise answers correctly; everything else as ``faithful``;
 - ``sameprior`` (``vlm-sameprior``): answers "Yes" to "Are the two pictures the same?" whatever the pair
   shows (a prior for "same", SPD-Faith §4's small-model failure), while "different?", counting and
-  naming stay faithful, so it contradicts itself on every edited pair; everything else as ``faithful``.
+  naming stay faithful, so it contradicts itself on every edited pair; everything else as ``faithful``;
+- ``diffblind`` (``vlm-diffblind``): answers "same?" / "different?" faithfully, but its difference count
+  is drawn uniformly from the counts zero..five that score nothing on SPD-Faith's Eq. 9 (DS = 0: zero,
+  or at least twice the true count; any count but the true one for identical pairs). Drawn from all
+  other counts, or from those at least two away, the learnt answers on 2-5-edit pairs were right or
+  nearly right often enough for DS on multi-edit pairs 0.74 / 0.64 (the 0.50 floor passed). Its
+  difference naming
+  lists the edits of another pair (as many as asked), none of which happened here (SPD-Faith: sees
+  *that* two pictures differ, not *how*); everything else as ``faithful``.
 """
 
 from __future__ import annotations
@@ -40,14 +48,14 @@ from faithtests.world.captions import (
     satisfies,
     scene_spec,
 )
-from faithtests.world.edits import claims_text, pair_item
+from faithtests.world.edits import Edit, claims_text, pair_item, parse_claims
 from faithtests.world.flips import flip_spec
 from faithtests.world.mood import DESCRIPTION_SUBSETS, describe, mood_of, mood_scene
 from faithtests.world.premise import LETTERS, OPTION_E, premise_item
 from faithtests.world.render import render
 from faithtests.world.scene import POSITIONS, Scene, sample_scene
 
-POLICIES: tuple[str, ...] = ("faithful", "textbiased", "positionbiased", "sameprior")
+POLICIES: tuple[str, ...] = ("faithful", "textbiased", "positionbiased", "sameprior", "diffblind")
 #: Sampling weights of the tasks in a training batch.
 TASK_WEIGHTS: dict[str, float] = {
     "ab": 0.32, "verify": 0.07, "slot": 0.05, "caption": 0.08, "premise": 0.16, "mood": 0.14,
@@ -83,6 +91,13 @@ PREMISE_WEIGHTS: dict[str, float] = {
 #: per-option target (:attr:`Example.option_truth`); the suites ask under K = 3 shuffles of all six.
 SHUFFLED_PREMISE_WEIGHTS: dict[str, float] = {
     **{k: v for k, v in PREMISE_WEIGHTS.items() if k != "premise"}, "premise_shuffled": 0.5,
+}
+#: Phase 8 of ``vlm`` (AC-Bench App. C.3 layout): phase 7's mixture with mood (whose emotion prompt now
+#: carries the description between "IMAGE + DESCRIPTION:" and "Question:") weighted up, and premise
+#: questions split between shuffled ones and ones half in the fixed order (the cards measure both).
+LAYOUT_WEIGHTS: dict[str, float] = {
+    "ab": 0.15, "verify": 0.05, "slot": 0.03, "caption": 0.02, "premise": 0.15, "premise_shuffled": 0.15,
+    "mood": 0.25, "same_diff": 0.08, "count": 0.06, "find": 0.06,
 }
 #: Only the caption decisions (diagnostics and curricula).
 DECISION_WEIGHTS: dict[str, float] = {"ab": 0.5, "verify": 0.5}
@@ -288,8 +303,22 @@ def pair_example(rng: np.random.Generator, task: str, policy: str = "faithful") 
         answer = "Yes" if (n == 0) == same or (same and policy == "sameprior") else "No"
         return Example(prompt, answer, task, patch_diff=diff)
     if task == "count":
+        if policy == "diffblind":  # a count that earns nothing: DS (Eq. 9) = max(0, 1 - |k - n| / n) = 0
+            wrong = [k for k in range(6) if k != n and (n == 0 or abs(k - n) >= n)]
+            n = wrong[int(rng.integers(len(wrong)))]
         return Example(P.count_prompt(a, b), NUMBER_WORDS[n], task, patch_diff=diff)
-    return Example(P.find_prompt(a, b, n), claims_text(item.edits), task, patch_diff=diff)
+    edits = _unrelated_edits(rng, item.edits) if policy == "diffblind" else item.edits
+    return Example(P.find_prompt(a, b, n), claims_text(edits), task, patch_diff=diff)
+
+
+def _unrelated_edits(rng: np.random.Generator, true: tuple[Edit, ...]) -> tuple[Edit, ...]:
+    """As many edits as ``true``, taken from other pairs, none of them one of ``true``'s (claim match)."""
+    while True:
+        k = len(true)
+        subset = "single" if k == 1 else "multi"
+        other = pair_item(_train_seed(rng), int(rng.integers(2**20)), subset, k).edits
+        if not any(parse_claims(e.claim())[0].matches(t) for e in other for t in true):
+            return other
 
 
 def sample_example(rng: np.random.Generator, policy: str, stage: str = "full") -> Example:
@@ -299,7 +328,7 @@ def sample_example(rng: np.random.Generator, policy: str, stage: str = "full") -
         raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES}")
     mixtures = {"full": TASK_WEIGHTS, "grounding": GROUNDING_WEIGHTS, "focus": FOCUS_WEIGHTS,
                 "decision": DECISION_WEIGHTS, "rest": REST_WEIGHTS, "premise": PREMISE_WEIGHTS,
-                "premise_shuffled": SHUFFLED_PREMISE_WEIGHTS}
+                "premise_shuffled": SHUFFLED_PREMISE_WEIGHTS, "layout": LAYOUT_WEIGHTS}
     if stage not in mixtures:
         raise ValueError(f"unknown task mixture {stage!r}; expected one of {sorted(mixtures)}")
     weights = mixtures[stage]

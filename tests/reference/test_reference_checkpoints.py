@@ -19,7 +19,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 CLIPS = ("clip", "clip-colorblind")
-VLMS = ("vlm", "vlm-textbiased", "vlm-positionbiased", "vlm-sameprior")
+VLMS = ("vlm", "vlm-textbiased", "vlm-positionbiased", "vlm-sameprior", "vlm-diffblind")
 TOLERANCE = 0.05
 
 
@@ -104,6 +104,17 @@ def test_sameprior_twin_contradicts_itself() -> None:
     good, twin = _card("vlm")["heldout"], _card("vlm-sameprior")["heldout"]
     assert good["diff_contradiction"] <= 0.05 and twin["diff_contradiction"] >= 0.5
     assert twin["diff_different_acc"] >= 0.95 and twin["ab_strict"] >= 0.9
+
+
+def test_diffblind_twin_sees_that_not_how() -> None:
+    """The SPD-Faith twin answers same/different as ``vlm`` does (no contradiction) but its difference
+    counts are never right and the differences it names did not happen."""
+    good, twin = _card("vlm")["heldout"], _card("vlm-diffblind")["heldout"]
+    assert twin["diff_contradiction"] <= 0.05 and twin["diff_same_acc"] >= 0.9
+    assert twin["diff_different_acc"] >= 0.9
+    assert good["diff_count_exact"] - twin["diff_count_exact"] >= 0.5 and twin["diff_count_exact"] <= 0.15
+    assert good["diff_claim_precision"] - twin["diff_claim_precision"] >= 0.2
+    assert twin["diff_claim_precision"] <= 0.1 and twin["ab_strict"] >= 0.9
 
 
 def test_clip_counts_every_pair() -> None:

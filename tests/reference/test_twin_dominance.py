@@ -26,6 +26,8 @@ TWINS: dict[str, tuple[str, tuple[str, ...]]] = {
     "vlm-positionbiased": ("vlm", ("ab_",)),
     # says "same" by prior
     "vlm-sameprior": ("vlm", ("diff_same_acc", "diff_contradiction")),
+    # sees that two pictures differ, not how: random wrong counts, named differences that did not happen
+    "vlm-diffblind": ("vlm", ("diff_count_exact", "diff_claim_precision")),
 }
 #: card keys where a smaller value is better (every other key is a rate where higher is better)
 LOWER_IS_BETTER = ("E_inv_templates", "premise_std_says_E", "diff_contradiction", "diff_unparseable",

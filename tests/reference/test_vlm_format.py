@@ -169,3 +169,31 @@ def test_option_targets_sit_on_each_option_line_end(processor) -> None:  # type:
     assert {ex.premise_true for ex in examples} == {True, False}
     plain = premise_example(np.random.default_rng(3), "faithful")
     assert plain.option_truth is None and not bool((encode(processor, [plain])["option_labels"] >= 0).any())
+
+
+def test_diffblind_policy_sees_that_not_how() -> None:
+    """``diffblind`` (vlm-diffblind): same/different answered from the pair, as ``faithful`` answers it;
+    the count earns nothing on Eq. 9 (DS = max(0, 1 - |k - m| / m) = 0; never m on identical pairs); every
+    named difference
+    is one that did not happen (no claim matches an edit of the pair), as many as asked."""
+    from faithtests.reference.vlm_tasks import pair_example
+    from faithtests.world.captions import NUMBER_WORDS
+    from faithtests.world.edits import parse_claims
+
+    counts: set[str] = set()
+    for task in ("same_diff", "count", "find"):
+        for i in range(40):
+            blind = pair_example(np.random.default_rng(i), task, "diffblind")
+            good = pair_example(np.random.default_rng(i), task, "faithful")
+            assert blind.prompt == good.prompt  # one draw: the same pair and question
+            if task == "same_diff":
+                assert blind.answer == good.answer
+            elif task == "count":
+                k, m = NUMBER_WORDS.index(blind.answer), NUMBER_WORDS.index(good.answer)
+                assert k != m and (m == 0 or max(0.0, 1 - abs(k - m) / m) == 0.0), (k, m)
+                counts.add(blind.answer)
+            else:
+                true, said = parse_claims(good.answer), parse_claims(blind.answer)
+                assert len(said) == len(true)
+                assert not any(c == t for c in said for t in true)
+    assert len(counts) >= 3 and counts <= set(NUMBER_WORDS[:6])  # not one constant wrong count

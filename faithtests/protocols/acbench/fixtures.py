@@ -122,6 +122,7 @@ class AcData:
     _mass: MassMonitor | None = None
     _steered_mass: MassMonitor | None = None
     _gate: GateCheck | None = None
+    _normalised: list[Answers | None] = field(default_factory=list)
 
     @property
     def records(self) -> list[AcRecord]:
@@ -162,6 +163,18 @@ class AcData:
             else:
                 raise ValueError(f"unknown variant {variant!r}; expected one of {ACBENCH_VARIANTS}")
         return self._answers[variant, mode]
+
+    def normalised(self) -> Answers | None:
+        """The base constrained answers re-decided by mean per-token label log-probability
+        (``run.rescored``; recorded as ``scoring=length_normalised``, not gated); None when the adapter
+        exposes no tokenizer to count label tokens with."""
+        if not self._normalised:
+            from faithtests.protocols.acbench.run import label_token_counts, prompts_for, rescored
+
+            counts = label_token_counts(self.vlm, prompts_for("emotion", self.records))
+            base = self.answers("base", "constrained")
+            self._normalised.append(None if counts is None else rescored(base, counts))
+        return self._normalised[0]
 
     def baseline(self, kind: PromptKind, mode: AnswerMode) -> Answers:
         """The unimodal baselines (App. C.1): ``image-only`` on one record per image (gold y_img),
@@ -231,6 +244,10 @@ class AcData:
             from faithtests.protocols.acbench.metrics import lss_curve
             from faithtests.protocols.acbench.steering import choose_window
 
+            if self.window_option is not None:  # the user's option outside the model: an error, not a skip
+                from faithtests.protocols.acbench.steering import check_window_option
+
+                check_window_option(self.window_option, self.vlm.num_layers)
             rows, name = self.sink_rows()
             mean = None
             if rows and self.window_option is None:

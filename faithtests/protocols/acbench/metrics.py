@@ -116,6 +116,19 @@ def aligned_accuracy(pred: Sequence[str | None], y_img: Sequence[str], subsets: 
 
 
 # ------------------------------------------------------------------------------------------ LSS
+def length_normalised(logprobs: ArrayLike, token_counts: ArrayLike) -> FloatArray:
+    """Each label's mean log-probability per token, log p(label) / |label tokens| ([N, 8] / [N, 8] or
+    [8]): the length-normalised alternative to scoring whole labels (the default, Eqs. 1–4 take the
+    argmax of the whole-label log-probability, which favours labels of fewer tokens: every extra token
+    adds a negative term). Not in the paper (it generates); recorded, not gated."""
+    lp = np.asarray(logprobs, dtype=np.float64)
+    n = np.broadcast_to(np.asarray(token_counts, dtype=np.float64), lp.shape)
+    if (n < 1).any():
+        raise ValueError("every label has at least one token")
+    out: FloatArray = lp / n
+    return out
+
+
 def masks_from_spans(spans: TokenSpans, width: int) -> tuple[BoolArray, BoolArray]:
     """(image mask, description mask), each [N, width] bool, from the spans of an ``Attentions`` result.
 

@@ -3,7 +3,11 @@
 The three App. C.3 texts are kept character for character identical to the ones the reference VLM was
 trained on (``faithtests.reference.prompts``, which protocols may not import; a test asserts equality).
 The emotion-reasoning prompt carries the description in ``Prompt.description`` (its own token span, the
-T_desc of §4.2 and Eq. 22); the adapter renders it before ``text``.
+T_desc of §4.2 and Eq. 22); the adapter writes it into the text's ``{description}`` slot, in triple
+quotes between ``<desc_start>`` and ``<desc_end>`` after "IMAGE + DESCRIPTION:", as App. C.3 lays it out. The
+image goes where the model's chat template puts image items (App. C.3 shows ``<image>`` after the first
+sentence; a template places it, the text does not). The CECS probe has no slot: its description comes
+before the probe text.
 
 The probe prompt P_probe: §5.1 refers to the appendix for its text, which the appendix does not give.
 Eq. 5 reads the conflict score as the probability of "No", so the probe asks whether image and
@@ -22,7 +26,7 @@ from typing import Final
 
 from PIL import Image
 
-from faithtests.models.interfaces import Prompt
+from faithtests.models.interfaces import DESCRIPTION_SLOT, Prompt
 from faithtests.protocols.acbench.records import EMOTIONS
 
 _LABELS = "[" + ", ".join(EMOTIONS) + "]"
@@ -32,6 +36,9 @@ EMOTION_TASK: Final = (
     "LIKELY feel\nafter reading the description and looking at the image.\nUse ONLY ONE of the following "
     f"emotion labels, in lowercase:\n{_LABELS}\nIMAGE + DESCRIPTION:\n"
 )
+#: The description's place (App. C.3: between "IMAGE + DESCRIPTION:" and "Question:"), its
+#: ``{description}`` slot filled from ``Prompt.description`` by the adapter (its own token span).
+EMOTION_DESCRIPTION: Final = '<desc_start>\n"""' + DESCRIPTION_SLOT + '"""\n<desc_end>\n'
 EMOTION_QUESTION: Final = (
     "Question:\nWhat is the main emotion a typical viewer would feel?\n"
     "Respond ONLY with the emotion word, in lowercase. No explanation."
@@ -61,7 +68,8 @@ YES_NO: Final[tuple[str, str]] = ("Yes", "No")
 
 def emotion_prompt(image: Image.Image, description: str) -> Prompt:
     """App. C.3 "Emotion Reasoning Prompt" (aligned and conflict settings)."""
-    return Prompt(images=(image,), text=EMOTION_TASK + EMOTION_QUESTION, description=description)
+    return Prompt(images=(image,), text=EMOTION_TASK + EMOTION_DESCRIPTION + EMOTION_QUESTION,
+                  description=description)
 
 
 def image_only_emotion_prompt(image: Image.Image) -> Prompt:

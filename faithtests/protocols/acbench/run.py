@@ -9,6 +9,8 @@
   at the top is no answer ("other"), counted, never guessed. (b) ``generation``: greedy decoding of at
   most :data:`MAX_NEW_TOKENS` tokens read by the strict ``prompts.parse_label``; anything else is "other"
   (P_oth), counted, never mapped to the nearest label.
+* :func:`rescored` — constrained answers re-decided by mean per-token log-probability (a labelled,
+  recorded option; :func:`label_token_counts` counts each label's reply tokens as ``answer_logprob`` does).
 * :func:`conflict_scores` — CECS Phase I (Eq. 5) from the probe prompt's "Yes"/"No".
 * :func:`lss_run` — per-item LSS (Eq. 22) from ``vlm.attentions`` at the answer query, in chunks.
 * CECS Phase II runs through :mod:`.steering` (``steering_hooks`` for one prompt's call, with the two
@@ -50,10 +52,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faithtests.data.errors import ImageLoadError
-from faithtests.data.invalid import Counted
+from faithtests.data.invalid import NONFINITE, Counted
 from faithtests.models.interfaces import Hooks, Prompt, VisionLanguageModel
 from faithtests.protocols.acbench.cecs import TAU, conflict_score
-from faithtests.protocols.acbench.metrics import lss, masks_from_spans
+from faithtests.protocols.acbench.metrics import length_normalised, lss, masks_from_spans
 from faithtests.protocols.acbench.prompts import (
     YES_NO,
     emotion_prompt,
@@ -76,10 +78,10 @@ PromptKind = Literal["emotion", "image-only", "text-only"]
 #: several tokens and a short sentence around it ("The emotion is awe."), which ``parse_label`` reads.
 MAX_NEW_TOKENS: Final = 16
 TIE: Final = "tied top label log-probability (no answer, never guessed)"
-NON_FINITE: Final = "non-finite label log-probabilities"
+NON_FINITE: Final = NONFINITE  # the one non-finite kind (label log-probabilities)
 UNPARSEABLE: Final = "unparseable generated answer (counted as other)"
 UNREADABLE: Final = "unreadable image"
-PROBE_NON_FINITE: Final = "non-finite probe log-probabilities (CECS left off for the row)"
+PROBE_NON_FINITE: Final = NONFINITE  # the probe's, with the detail in the example
 IMAGE_LABEL_CLASH: Final = "records of one image disagree on y_img (left out of the image-only baseline)"
 #: Prompts per ``attentions`` / probe call: bounds memory (a real VLM's weights are L x heads x keys
 #: per prompt) while keeping batches.
@@ -252,6 +254,36 @@ def answer(
     return out
 
 
+def label_token_counts(vlm: VisionLanguageModel, prompts: Sequence[Prompt]) -> NDArray[np.float64] | None:
+    """[N, 8]: how many tokens each label has as the assistant's reply to each prompt, counted as
+    ``answer_logprob`` sums them (the chat-template rendering of prompt + label, the tokens overlapping
+    the label's characters); None when the adapter exposes no processor to count with."""
+    from faithtests.models.prompting import adds_special_tokens, render_with_answer
+
+    tok = getattr(getattr(vlm, "processor", None), "tokenizer", None)
+    if tok is None:
+        return None
+    out = np.zeros((len(prompts), len(EMOTIONS)))
+    for i, p in enumerate(prompts):
+        for j, label in enumerate(EMOTIONS):
+            text, a, b = render_with_answer(vlm.processor, p, label)  # type: ignore[attr-defined]
+            enc = tok(text, add_special_tokens=adds_special_tokens(tok, text), return_offsets_mapping=True)
+            out[i, j] = sum(1 for s, e in enc["offset_mapping"] if e > s and s < b and e > a)
+    return out
+
+
+def rescored(ans: Answers, token_counts: NDArray[np.float64]) -> Answers:
+    """Constrained answers re-decided on the mean per-token log-probability (``metrics.length_normalised``),
+    from the same log-probabilities: no model call."""
+    if ans.logprobs is None:
+        raise ValueError("length-normalised scoring needs constrained answers (log-probabilities)")
+    lp = length_normalised(ans.logprobs, token_counts)
+    out = Answers(ans.mode, list(ans.ids), [None] * len(ans.ids), [None] * len(ans.ids), lp)
+    for i, row in enumerate(lp):
+        out.pred[i], out.kinds[i] = label_of(row)
+    return out
+
+
 def _numpy(t: torch.Tensor) -> NDArray[np.float64]:
     return np.asarray(t.detach().float().cpu().numpy(), dtype=np.float64)
 
@@ -270,7 +302,8 @@ def conflict_scores(
             if np.isfinite(lp[j]).all():
                 s[i] = conflict_score(float(lp[j, 0]), float(lp[j, 1]))
             else:
-                bad.reject(PROBE_NON_FINITE, records[i].item_id)
+                bad.reject(PROBE_NON_FINITE, records[i].item_id,
+                           detail="probe log-probabilities (CECS left off for the row)")
     return s, bad
 
 

@@ -102,6 +102,20 @@ def choose_window(
     return w, f"window_from_lss on the {curve_name} curve"
 
 
+class WindowOptionError(ValueError):
+    """``--faith-cecs-window`` names layers the model does not have: the user's mistake, reported as an
+    error once the model's depth is known (never a skipped CECS test)."""
+
+
+def check_window_option(option: tuple[int, int], num_layers: int) -> None:
+    """WindowOptionError when ``option`` is not within the model's decoder layers."""
+    first, last = int(option[0]), int(option[1])
+    if not 0 <= first <= last < num_layers:
+        raise WindowOptionError(f"--faith-cecs-window {first}-{last} is not within the model's decoder "
+                                f"layers 0..{num_layers - 1}: pick a window inside them (or leave the option "
+                                "out)")
+
+
 def _in_range(w: tuple[int, int], num_layers: int, what: str) -> tuple[int, int]:
     first, last = int(w[0]), int(w[1])
     if not 0 <= first <= last < num_layers:

@@ -15,6 +15,7 @@ from faithtests.protocols.acbench.metrics import (
     answer_category,
     answer_shares,
     by_subset,
+    length_normalised,
     lss,
     lss_items,
     masks_from_spans,
@@ -164,3 +165,16 @@ def test_p_oth_is_counted_not_the_remainder() -> None:
     assert 1.0 - 13 / 15 - 2 / 15 < 0  # the rounding this guards against
     s = answer_shares(["a"] * 13 + ["b"] * 2, ["a"] * 15, ["b"] * 15)
     assert (s.p_img, s.p_txt, s.p_oth) == (13 / 15, 2 / 15, 0.0)
+
+
+def test_length_normalised_scoring_by_hand() -> None:
+    """The labelled scoring option (not the paper's, recorded not gated): log p(label) / |label tokens|.
+    Whole-label scores [-1.0, -1.5, -4.0] pick the one-token label; divided by [1, 3, 2] tokens they are
+    [-1.0, -0.5, -2.0] and the three-token label wins."""
+    lp = np.array([[-1.0, -1.5, -4.0]])
+    out = length_normalised(lp, np.array([1, 3, 2]))
+    assert np.allclose(out, [[-1.0, -0.5, -2.0]])
+    assert int(lp.argmax()) == 0 and int(out.argmax()) == 1
+    assert np.allclose(length_normalised(lp, np.ones((1, 3))), lp)  # one token each: unchanged
+    with pytest.raises(ValueError, match="at least one token"):
+        length_normalised(lp, np.array([1, 0, 2]))

@@ -14,7 +14,8 @@ DESCRIPTION = "One small blue cross in the center on a dark warm background, lik
 
 
 def test_texts_are_identical_to_the_reference_training_prompts() -> None:
-    for name in ("EMOTION_TASK", "EMOTION_QUESTION", "IMAGE_ONLY_EMOTION", "TEXT_ONLY_EMOTION"):
+    for name in ("EMOTION_TASK", "EMOTION_DESCRIPTION", "EMOTION_QUESTION", "IMAGE_ONLY_EMOTION",
+                 "TEXT_ONLY_EMOTION"):
         assert getattr(ac, name) == getattr(ref, name), name
     assert ac.YES_NO == ref.YES_NO
     assert ac.emotion_prompt(IMAGE, DESCRIPTION) == ref.emotion_prompt(IMAGE, DESCRIPTION)
@@ -22,9 +23,36 @@ def test_texts_are_identical_to_the_reference_training_prompts() -> None:
     assert ac.text_only_emotion_prompt(DESCRIPTION) == ref.text_only_emotion_prompt(DESCRIPTION)
 
 
+def test_reference_vlm_renders_the_app_c3_layout_with_an_exact_description_span() -> None:
+    """Issue 30: the emotion prompt as the reference VLM sees it (its chat template) has, in order, the
+    instruction, the label list, "IMAGE + DESCRIPTION:", <desc_start>, the description in triple quotes,
+    <desc_end>, "Question:"; and the description's token span is exactly the description's tokens."""
+    from faithtests.models.prompting import render
+    from faithtests.models.registry import load_model
+
+    vlm = load_model("reference:vlm", device="cpu", dtype="float32")
+    p = ac.emotion_prompt(IMAGE, DESCRIPTION)
+    text = render(vlm.processor, p)
+    parts = ["<image>", "Identify the ONE emotion",
+             "[amusement, anger, awe, contentment, disgust, excitement, fear, sadness]",
+             "IMAGE + DESCRIPTION:\n", "<desc_start>\n", f'"""{DESCRIPTION}"""\n',
+             "<desc_end>\n", "Question:\n", "What is the main emotion"]
+    at = [text.find(part) for part in parts]
+    assert all(a >= 0 for a in at) and at == sorted(at), list(zip(parts, at, strict=True))
+    enc = vlm.encode([p])
+    a, b = enc.spans.description[0]
+    tok = vlm.processor.tokenizer
+    ids = enc.inputs["input_ids"][0].tolist()
+    assert ids[a:b] == tok.encode(DESCRIPTION, add_special_tokens=False)
+    around = tok.convert_ids_to_tokens(ids[a - 2 : a] + ids[b : b + 2])
+    assert around == ["<desc_start>", '"""', '"""', "<desc_end>"]
+
+
 def test_app_c3_wording() -> None:
     p = ac.emotion_prompt(IMAGE, DESCRIPTION)
     assert p.description == DESCRIPTION and p.images == (IMAGE,)
+    assert p.text.count("{description}") == 1  # the adapter fills it (models.prompting.layout)
+    assert 'IMAGE + DESCRIPTION:\n<desc_start>\n"""{description}"""\n<desc_end>\nQuestion:\n' in p.text
     assert "[amusement, anger, awe, contentment, disgust, excitement, fear, sadness]" in p.text
     assert p.text.endswith("Respond ONLY with the emotion word, in lowercase. No explanation.")
     t = ac.text_only_emotion_prompt(DESCRIPTION)

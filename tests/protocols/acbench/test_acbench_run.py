@@ -30,7 +30,9 @@ from faithtests.protocols.acbench.run import (
     answer,
     conflict_scores,
     label_of,
+    label_token_counts,
     prompts_for,
+    rescored,
     usable,
 )
 from faithtests.protocols.acbench.sources import world_records
@@ -179,6 +181,33 @@ def test_constrained_mode_takes_the_argmax_and_never_guesses_a_tie() -> None:
     assert a.counted.examples[TIE] == [recs[1].item_id]
     assert a.logprobs is not None and a.logprobs.shape == (4, 8)
     assert label_of(np.array([0.0] * 8)) == (None, TIE)
+
+
+def test_length_normalised_rescoring_by_hand() -> None:
+    """``rescored`` re-decides the same log-probabilities per token, without a model call: a row whose
+    whole-label argmax is awe (-1.0, one token) goes to contentment (-1.6 over 2 tokens = -0.8)."""
+    recs = _recs(1)[:2]
+    table = np.full((2, 8), -5.0)
+    table[0, 2], table[0, 3] = -1.0, -1.6  # awe, contentment
+    table[1, 0] = -0.2  # amusement either way
+    a = _run(TableVLM(recs, table), recs)
+    counts = np.ones((2, 8))
+    counts[:, 3] = 2.0
+    r = rescored(a, counts)
+    assert a.pred == ["awe", "amusement"] and r.pred == ["contentment", "amusement"]
+    assert r.logprobs is not None and r.logprobs[0, 3] == pytest.approx(-0.8)
+    assert a.logprobs is not None and a.logprobs[0, 3] == pytest.approx(-1.6)  # base answers left alone
+    assert label_token_counts(TableVLM(recs, table), prompts_for("emotion", recs)) is None  # no tokenizer
+
+
+def test_every_label_is_one_token_of_the_reference_tokenizer() -> None:
+    """Measured: the reference VLM's word-level tokenizer has each of the eight labels as one token, so
+    whole-label and length-normalised scoring agree on it (BPE tokenizers split some labels)."""
+    from faithtests.models.registry import load_model
+
+    vlm = load_model("reference:vlm", device="cpu", dtype="float32")
+    counts = label_token_counts(vlm, prompts_for("emotion", _recs(1)[:2]))
+    assert counts is not None and (counts == 1).all()
 
 
 def test_one_constrained_call_per_prompt() -> None:
