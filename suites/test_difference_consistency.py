@@ -42,7 +42,7 @@ from faithtests.protocols.spdfaith.metrics import (
     verdict_labels,
 )
 from faithtests.protocols.spdfaith.records import DIFFICULTIES, EDIT_TYPES, DiffRecord
-from faithtests.protocols.spdfaith.run import VARIANTS, Answers
+from faithtests.protocols.spdfaith.run import NO_NAMING, VARIANTS, Answers
 from faithtests.scorecard.kinds import is_fatal
 from faithtests.scorecard.model import ItemValues, Series
 from faithtests.scorecard.recording import Faith, FaithCheckFailed
@@ -114,9 +114,12 @@ def _record_invalid(faith: Faith, data: SpdData, *answers: Answers) -> None:
         faith.invalid(kind, count, total=total, examples=examples)
     for a in answers:
         for kind, count in sorted(a.counted.invalid.items()):
-            # the one non-finite kind stays undecorated: it fails every check of the model (coverage rule)
+            # the one non-finite kind stays undecorated: it fails every check of the model (coverage rule).
+            # A count of zero is the model's answer, scored by DS_count (and right on identical pairs), not
+            # an unusable input: noted without a total, so it never makes a check INSUFFICIENT.
+            total = None if kind == NO_NAMING else len(data.usable.records)
             faith.invalid(kind if is_fatal(kind) else f"{kind} [{a.variant}]", count,
-                          total=len(data.usable.records), examples=a.counted.examples[kind])
+                          total=total, examples=a.counted.examples[kind])
 
 
 def _exemplar(data: SpdData, i: int, reason: str, texts: dict[str, str],
