@@ -270,12 +270,9 @@ def run_variant(
     return out
 
 
-def _run_warned(vlm: VisionLanguageModel, records: Sequence[PremiseRecord], k: int) -> VariantRun:
-    """A4: the A1 protocol (letter logits, fixed order + K shuffles) with the warning head."""
-    run = run_choice(vlm, records, variant="A4", k=k, want_states=False)
-    out = VariantRun("A4", run.records, np.zeros(0), dict(run.invalid), dict(run.examples))
-    if not run.records:
-        return out
+def _scored(out: VariantRun, run: ChoiceRun) -> VariantRun:
+    """Accuracy over the K shuffles of an A1-protocol run (the fixed order, column 0, is left out), with
+    each tied top logit counted, never guessed."""
     ans = answers(run.logits[:, 1:])
     gold = np.array([r.correct_index for r in run.records])
     out.correct = correct(ans, gold).mean(axis=1).astype(np.float64)
@@ -283,6 +280,15 @@ def _run_warned(vlm: VisionLanguageModel, records: Sequence[PremiseRecord], k: i
         for _ in range(int((a == TIE).sum())):
             out.reject("tied top logit", r.item_id)
     return out
+
+
+def _run_warned(vlm: VisionLanguageModel, records: Sequence[PremiseRecord], k: int) -> VariantRun:
+    """A4: the A1 protocol (letter logits, fixed order + K shuffles) with the warning head."""
+    run = run_choice(vlm, records, variant="A4", k=k, want_states=False)
+    out = VariantRun("A4", run.records, np.zeros(0), dict(run.invalid), dict(run.examples))
+    if not run.records:
+        return out
+    return _scored(out, run)
 
 
 IMAGE_NOT_APPLICABLE = "image stimulus: A6/A7 trim a video's timeline (App. C), an image has none"
@@ -316,13 +322,7 @@ def _run_trimmed(
     out.records, out.invalid, out.examples = run.records, dict(run.invalid), dict(run.examples)
     if not run.records:
         return out
-    ans = answers(run.logits[:, 1:])
-    gold = np.array([r.correct_index for r in run.records])
-    out.correct = correct(ans, gold).mean(axis=1).astype(np.float64)
-    for r, a in zip(run.records, ans, strict=True):
-        for _ in range(int((a == TIE).sum())):
-            out.reject("tied top logit", r.item_id)
-    return out
+    return _scored(out, run)
 
 
 #: sha256 of all-MiniLM-L6-v2's model.safetensors as published by sentence-transformers (checked on load).
