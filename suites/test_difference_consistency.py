@@ -242,7 +242,8 @@ def test_difference_naming(faith: Faith, spdfaith_data: SpdData, variant: str, f
     over types / categories; a pair the model counted as unchanged contributes its edits as misses),
     ``CF1_code`` (categories matched as the public code does, recorded) and DRF (Eq. 15, the share of
     claims matching an edit, over pairs with a claim; gated on the multi-difference pairs, Table 3's
-    subset). The judge is named in each slice: numbers of different judges are different metrics."""
+    subset); ``DQR_code_listed``: the public code's n/m with n = the claims the reply lists, recorded.
+    The judge is named in each slice: numbers of different judges are different metrics."""
     data = spdfaith_data
     ans = data.answers(variant)
     _record_invalid(faith, data, ans)
@@ -278,6 +279,12 @@ def test_difference_naming(faith: Faith, spdfaith_data: SpdData, variant: str, f
             x = drf_item[scored]
             faith.metric("DRF", float(x.mean()), ci=_ci(x, [stim[j] for j in scored], faith_seed),
                          n=len(scored), slice=sl)
+    # the public code's DQR counts n as the claims the reply lists, not the count question's answer
+    listed = [(recs[i], len(j.claims)) for i, j in zip(rows, judged, strict=True) if j and recs[i].m > 0]
+    if listed:
+        x = count_ratio(np.array([n for _, n in listed]), np.array([r.m for r, _ in listed]))
+        faith.metric("DQR_code_listed", float(x.mean()), ci=_ci(x, [r.stimulus_id for r, _ in listed],
+                     faith_seed), n=len(listed), slice=judge, higher_is_better=False)
     faith.items("claims_all_grounded",
                 {recs[i].item_id: bool(h.all()) for i, h in zip(rows, hits, strict=True) if h.size})
     shown = [rows[j] for j, h in enumerate(hits) if h.size and not h.all()][:4]

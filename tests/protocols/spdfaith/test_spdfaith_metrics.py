@@ -369,3 +369,12 @@ def test_mean_ci_passes_bad_input_to_stats_errors() -> None:
         mean_ci([])
     with pytest.raises(ValueError, match="non-finite"):
         mean_ci([1.0, float("nan")])
+
+
+def test_dqr_code_listed_counts_the_replys_claims_by_hand() -> None:
+    """``DQR_code_listed`` (the public code's DQR: n = the claims a reply lists, over m; App. B.2.1 Eq. 8
+    as the code computes it): a reply listing 3 claims for m = 2 scores 1.5, one listing 1 claim 0.5, one
+    listing 4 for m = 4 scores 1.0; mean 1.0. The count question's n (``DQR_code``) would not see them."""
+    listed, m = np.array([3, 1, 4]), np.array([2, 2, 4])
+    x = count_ratio(listed, m)
+    assert x.tolist() == [1.5, 0.5, 1.0] and math.isclose(float(x.mean()), 1.0)
