@@ -170,17 +170,21 @@ def _results(report: Path) -> list[dict[str, Any]]:
     return list(json.loads((report / "scorecard.json").read_text())["results"])
 
 
-def _assert_same(a: Any, b: Any, where: str = "results") -> None:
+def _assert_same(a: Any, b: Any, where: str = "results", tol: float = 1e-6) -> None:
     if isinstance(a, float) or isinstance(b, float):
-        assert a is not None and b is not None and abs(a - b) <= 1e-6, f"{where}: {a} != {b}"
+        assert a is not None and b is not None and abs(a - b) <= tol, f"{where}: {a} != {b}"
     elif isinstance(a, dict):
         assert a.keys() == b.keys(), where
+        # a *_pct metric is 100x its fraction: 1e-6 of the fraction is 1e-4 percentage points (observed:
+        # E_inv_rel_increase_pct's CI bound -3.394902 vs -3.394865 across actors, float32 batching)
+        if str(a.get("metric", "")).endswith("_pct"):
+            tol = 1e-4
         for k in a:
-            _assert_same(a[k], b[k], f"{where}.{k}")
+            _assert_same(a[k], b[k], f"{where}.{k}", tol)
     elif isinstance(a, list):
         assert len(a) == len(b), where
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            _assert_same(x, y, f"{where}[{i}]")
+            _assert_same(x, y, f"{where}[{i}]", tol)
     else:
         assert a == b, f"{where}: {a!r} != {b!r}"
 
@@ -190,7 +194,8 @@ def test_suite_on_two_ray_actors_records_the_in_process_results(tmp_path: Path) 
     with its base, CECS and SAGE variants, and the VLM as a scorer, once in process and once on local Ray
     with 2 CPU actors per model, one thread each: every result equal to 1e-6."""
     _need_ray()
-    args = ["suites/", "--faith-limit", "6"]
+    # a smoke-size run: its sample-size verdicts are INSUFFICIENT (exit 6) by design; equality is the point
+    args = ["suites/", "--faith-limit", "6", "--faith-allow-insufficient"]
     plain = _run(tmp_path / "plain", *args)
     assert plain.returncode in (0, 1), plain.stdout[-3000:]
     pooled = _run(tmp_path / "ray", *args, "--faith-ray", "local", "--faith-ray-actors", "2")
