@@ -8,6 +8,15 @@ PLUGINS = ("-p", "faithtests.plugin", "-p", "no:cacheprovider", "-p", "no:hypoth
            "-W", "ignore::pytest.PytestAssertRewriteWarning")
 
 
+def minimal_project(pytester: pytest.Pytester,
+                    test_src: str = "def test_a():\n    pass\n") -> pytest.Pytester:
+    """A project of one test (``test_src``) and an empty ``suites/thresholds.toml``."""
+    pytester.makepyfile(test_a=test_src)
+    (pytester.path / "suites").mkdir()
+    (pytester.path / "suites" / "thresholds.toml").write_text("")
+    return pytester
+
+
 def usage_error(pytester: pytest.Pytester, *args: str) -> str:
     """Run, assert exit 4 before any test ran (no INTERNALERROR), and return the one ``ERROR:`` line."""
     result = pytester.runpytest(*PLUGINS, *args)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _usage import PLUGINS, usage_error
+from _usage import PLUGINS, minimal_project, usage_error
 from PIL import Image
 
 KNOWN = "acbench, aro, coco, emoset, imavb, lgip, spdfaith, sugarcrepe, winoground"
@@ -18,10 +18,7 @@ KNOWN = "acbench, aro, coco, emoset, imavb, lgip, spdfaith, sugarcrepe, winogrou
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makepyfile(test_a="def test_a():\n    pass\n")
-    (pytester.path / "suites").mkdir()
-    (pytester.path / "suites" / "thresholds.toml").write_text("")
-    return pytester
+    return minimal_project(pytester)
 
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import torch
-from _usage import PLUGINS, usage_error
+from _usage import PLUGINS, minimal_project, usage_error
 from PIL import Image
 
 from faithtests.models.checks import check_spec
@@ -173,10 +173,7 @@ def test_hf_wrong_architecture(tiny_dir: Callable[[str], Path], tmp_path: Path) 
 # -- B: every spec checked at configure time ------------------------------------------------------------
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makepyfile(test_a="def test_a(faith_scorer):\n    pass\n")
-    (pytester.path / "suites").mkdir()
-    (pytester.path / "suites" / "thresholds.toml").write_text("")
-    return pytester
+    return minimal_project(pytester, "def test_a(faith_scorer):\n    pass\n")
 
 
 

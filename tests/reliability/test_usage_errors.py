@@ -8,15 +8,12 @@ from pathlib import Path
 import numpy  # noqa: F401  (inline runs restore sys.modules; numpy and torch cannot be imported twice)
 import pytest
 import torch  # (imported here too: the device check imports it inside the inline run)
-from _usage import PLUGINS, usage_error
+from _usage import PLUGINS, minimal_project, usage_error
 
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makepyfile(test_a="def test_a():\n    pass\n")
-    (pytester.path / "suites").mkdir()
-    (pytester.path / "suites" / "thresholds.toml").write_text("")
-    return pytester
+    return minimal_project(pytester)
 
 
 def _missing_cuda() -> tuple[str, str]:
