@@ -19,10 +19,12 @@ from typing import Any
 
 import numpy as np
 
+import faithtests
 from faithtests.models.locations import fixtures_root
 from faithtests.protocols.lgip.paraphrase import SIMPLE_TEMPLATES
+from faithtests.reference.evaluate_vlm import vlm_report
 from faithtests.world.captions import render_caption, scene_spec
-from faithtests.world.flips import FLIP_KINDS, flip_spec
+from faithtests.world.foils import FLIP_KINDS, flip_spec
 from faithtests.world.ids import item_rng
 from faithtests.world.items import caption_items
 from faithtests.world.render import render
@@ -34,8 +36,6 @@ CLIP_NAMES = ("clip", "clip-colorblind")
 
 def load_reference(name: str) -> Any:
     """``faithtests.load_model("reference:NAME")``."""
-    import faithtests
-
     return faithtests.load_model(f"reference:{name}")
 
 
@@ -118,8 +118,6 @@ def _sim(scorer: Any, images: Sequence[Any], texts: Sequence[str]) -> np.ndarray
 def model_report(model: Any, name: str, n: int) -> dict[str, float]:
     if name in CLIP_NAMES:
         return clip_report(model, n)
-    from faithtests.reference.evaluate_vlm import vlm_report
-
     return vlm_report(model, n)
 
 

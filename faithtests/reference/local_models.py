@@ -12,6 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+from transformers import AutoModelForImageTextToText, AutoProcessor
+
 from faithtests.models import prompting
 from faithtests.models.interfaces import Prompt
 
@@ -28,14 +31,10 @@ def render_prompt(processor: Any, prompt: Prompt) -> str:
 
 class LocalVlm:
     def __init__(self, path: Path) -> None:
-        from transformers import AutoModelForImageTextToText, AutoProcessor
-
         self.spec = f"hf:{path}"
         self.processor: Any = AutoProcessor.from_pretrained(  # type: ignore[no-untyped-call]
             str(path), local_files_only=True
         )
-        import torch
-
         # float32 like the registry's default (reference VLMs are stored in float16 to stay small)
         model: Any = AutoModelForImageTextToText.from_pretrained(str(path), local_files_only=True,
                                                                   dtype=torch.float32)
@@ -58,8 +57,6 @@ class LocalVlm:
         return self.processor(text=texts, images=images or None, return_tensors="pt", padding=True)
 
     def option_logits(self, prompts: Sequence[Prompt], options: Sequence[str], hooks: Any = None) -> Any:
-        import torch
-
         ids = []
         for o in options:
             enc = self.processor.tokenizer.encode(o, add_special_tokens=False)
@@ -71,8 +68,6 @@ class LocalVlm:
         return logits[:, ids].float()
 
     def generate(self, prompts: Sequence[Prompt], max_new_tokens: int = 32, hooks: Any = None) -> list[str]:
-        import torch
-
         inputs = self._inputs(prompts)
         with torch.no_grad():
             out = self.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False)

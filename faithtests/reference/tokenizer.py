@@ -14,14 +14,25 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
+from tokenizers.models import WordLevel
+from transformers import PreTrainedTokenizerFast
+
+from faithtests.models.interfaces import DESCRIPTION_SLOT
+from faithtests.protocols.acbench import prompts as acbench_prompts
+from faithtests.protocols.acbench.stimuli import BEHAVIOUR, FRAMING, mood_items
+from faithtests.protocols.imavb.prompts import A1_INSTRUCTION, a1_text
+from faithtests.protocols.imavb.records import OPTION_E, OPTION_F
+from faithtests.protocols.imavb.stimuli import premise_items
 from faithtests.protocols.lgip.paraphrase import SIMPLE_TEMPLATES
-from faithtests.protocols.s3e.world import s3e_records
-from faithtests.reference import prompts
+from faithtests.protocols.s3e.prompts import S3E_TEMPLATE
+from faithtests.protocols.s3e.stimuli import s3e_records
+from faithtests.protocols.spdfaith import prompts as spdfaith_prompts
+from faithtests.protocols.spdfaith.stimuli import claims_text, pair_items
+from faithtests.reference.grounding_prompts import CAPTION_QUESTION, VERIFY_TEMPLATE
 from faithtests.world.captions import NUMBER_WORDS, PLURAL, SYNONYMS, WHERE
-from faithtests.world.edits import claims_text, pair_items
+from faithtests.world.emotion import EMOTIONS
 from faithtests.world.items import caption_items
-from faithtests.world.mood import BEHAVIOUR, EMOTIONS, FRAMING, mood_items
-from faithtests.world.premise import OPTION_E, OPTION_F, premise_items
 from faithtests.world.scene import BRIGHTNESS, COLOURS, POSITIONS, SHAPES, SIZES, WARMTH
 
 SPECIALS: tuple[str, ...] = ("[PAD]", "[UNK]", "<s>", "</s>", "<image>")
@@ -31,6 +42,14 @@ SPECIALS: tuple[str, ...] = ("[PAD]", "[UNK]", "<s>", "</s>", "<image>")
 LAYOUT_TOKENS: tuple[str, ...] = ("<desc_start>", "<desc_end>", '"""')
 _WORD = re.compile(r"\w+|[^\w\s]+")  # the Whitespace pre-tokenizer's pattern
 VOCAB_SEED = 20240521  # fixed: the vocabulary must not depend on a training seed
+#: The fixed prompt texts the reference VLMs are trained on, in the order their words enter the
+#: vocabulary (it was once the alphabetical order of their names in one module).
+PROMPT_TEXTS: tuple[str, ...] = (
+    CAPTION_QUESTION, spdfaith_prompts.COUNT_QUESTION, DESCRIPTION_SLOT, spdfaith_prompts.DIFFERENT_QUESTION,
+    acbench_prompts.EMOTION_DESCRIPTION, acbench_prompts.EMOTION_QUESTION, acbench_prompts.EMOTION_TASK,
+    acbench_prompts.IMAGE_ONLY_EMOTION, A1_INSTRUCTION, S3E_TEMPLATE, spdfaith_prompts.SAME_QUESTION,
+    acbench_prompts.TEXT_ONLY_EMOTION, VERIFY_TEMPLATE, "[" + ", ".join(EMOTIONS) + "]",
+)
 
 
 def words(text: str) -> list[str]:
@@ -44,12 +63,11 @@ def world_corpus() -> Iterable[str]:
     yield " ".join(SIMPLE_TEMPLATES) + " " + " ".join(SYNONYMS.values())
     yield " ".join(f for fs in FRAMING.values() for f in fs) + " " + " ".join(BEHAVIOUR.values())
     yield " ".join([OPTION_E, OPTION_F, "Yes No yes no TRUE FALSE A B C D E F USER ASSISTANT SYSTEM : ."])
-    for name in dir(prompts):
-        value = getattr(prompts, name)
-        if isinstance(value, str):
-            yield value
-    yield " ".join(prompts.find_text(n) for n in range(1, 6))
-    yield prompts.imavb_text("?", ["x"] * 6)
+    yield from PROMPT_TEXTS
+    # filled: a quoted caption makes '"' a word of its own (in the templates it touches the braces)
+    yield S3E_TEMPLATE.format(a="x", b="x") + " " + VERIFY_TEMPLATE.format(c="x")
+    yield " ".join(spdfaith_prompts.find_text(n) for n in range(1, 6))
+    yield a1_text("?", ["x"] * 6)
     yield "What is nothing ?"
     for c in caption_items(200, VOCAB_SEED):
         yield from c.captions
@@ -59,7 +77,7 @@ def world_corpus() -> Iterable[str]:
         yield p.standard.question + " " + p.misleading.question + " " + " ".join(p.standard.options)
     for m in mood_items(100, VOCAB_SEED):
         yield " ".join(d.text for d in m.descriptions)
-        yield prompts.text_only_emotion_prompt(m.descriptions[0].text).text
+        yield acbench_prompts.text_only_emotion_prompt(m.descriptions[0].text).text
     for pair in pair_items(100, VOCAB_SEED):
         yield claims_text(pair.edits)
 
@@ -82,11 +100,7 @@ def add_layout_tokens(tok: Any) -> int:
 
 
 def build_tokenizer(lowercase: bool, add_bos_eos: bool) -> Any:
-    """A ``PreTrainedTokenizerFast`` (returned as Any: transformers is imported lazily)."""
-    from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
-    from tokenizers.models import WordLevel
-    from transformers import PreTrainedTokenizerFast
-
+    """A ``PreTrainedTokenizerFast`` (returned as Any: transformers' class is untyped)."""
     vocab = world_vocab(lowercase)
     tok = Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
     if lowercase:

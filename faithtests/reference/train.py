@@ -13,25 +13,26 @@ and thread count (``--threads``, default 2).
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import torch
+
+from faithtests.models.locations import writable_fixtures_root
+from faithtests.reference.train_clip import train_clip
+from faithtests.reference.train_vlm import TWIN_STEPS, VLM_PHASES, store_half, train_vlm
 
 DEFAULT_SEED = 0
 
 
 def _clip(out: Path, seed: int, colourblind: bool) -> dict[str, Any]:
-    from faithtests.reference.train_clip import train_clip
-
     return train_clip(out, seed, colourblind=colourblind)
 
 
 def _vlm(out: Path, seed: int, policy: str, from_phase: int = 1) -> dict[str, Any]:
-    import json
-    import shutil
-
-    from faithtests.reference.train_vlm import TWIN_STEPS, VLM_PHASES, store_half, train_vlm
-
     if policy == "faithful":
         # phase 1 from scratch, each later phase resumes the previous one on a fresh stream (seed + k);
         # from_phase k > 1 resumes the checkpoint at ``out`` as the result of phase k - 1 (its record kept)
@@ -94,11 +95,7 @@ def train_reference(
     ``$FAITHTESTS_FIXTURES`` or the checkout's ``fixtures/`` (an installed wheel needs ``out``)."""
     if name not in RECIPES:
         raise ValueError(f"unknown reference model {name!r}; expected one of {', '.join(RECIPES)}")
-    from faithtests.models.locations import writable_fixtures_root
-
     target = out if out is not None else writable_fixtures_root() / name
-    import torch
-
     torch.set_num_threads(threads)
     if from_phase != 1 and name != "vlm":
         raise ValueError("--from-phase applies to the phased vlm recipe only")

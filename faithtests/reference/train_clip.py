@@ -36,12 +36,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import open_clip
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
 
 from faithtests.protocols.lgip.paraphrase import SIMPLE_TEMPLATES
 from faithtests.reference.tokenizer import build_tokenizer
 from faithtests.reference.warmup import BAG_SIZE, bag_targets, dense_loss, dense_warmup, make_heads
 from faithtests.world.captions import CaptionSpec, render_caption, satisfies, scene_spec
-from faithtests.world.flips import flip_spec
+from faithtests.world.foils import flip_spec
 from faithtests.world.render import render
 from faithtests.world.scene import CANVAS, Scene, sample_scene
 
@@ -126,19 +130,10 @@ def hard_negatives(scene: Scene, rng: np.random.Generator, colour: bool, k: int 
     return out
 
 
-def train_clip(out_dir: Path, seed: int, colourblind: bool = False, steps: int = 2500,
-               batch: int = 32, lr: float = 2e-3, log: bool = True, n_hard: int = 5, warmup_steps: int = 300,
-               hard_weight: float = 2.0, dense_weight: float = 1.0, bag_weight: float = 1.0,
-               vision_cfg: dict[str, Any] | None = None, text_cfg: dict[str, Any] | None = None,
-               foil_counts: tuple[int, ...] = TRAIN_COUNTS) -> dict[str, Any]:
-    """Train and save a checkpoint directory; returns the training metadata (also in training.json)."""
-    import open_clip
-    import torch
-    import torch.nn.functional as F
-    from safetensors.torch import save_file
-
-    torch.manual_seed(seed)
-    rng = np.random.default_rng([seed, 7])
+def _build(out_dir: Path, vision_cfg: dict[str, Any] | None,
+           text_cfg: dict[str, Any] | None) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """A fresh model in ``out_dir`` (tokenizer and config written first, as open_clip loads them):
+    (model, preprocess, tokenizer, config)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer(lowercase=True, add_bos_eos=True)
     tok.save_pretrained(str(out_dir))
@@ -147,7 +142,68 @@ def train_clip(out_dir: Path, seed: int, colourblind: bool = False, steps: int =
     for stale in out_dir.glob("*.safetensors"):
         stale.unlink()
     model, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{out_dir}")
-    tokenizer = open_clip.get_tokenizer(f"local-dir:{out_dir}")
+    return model, preprocess, open_clip.get_tokenizer(f"local-dir:{out_dir}"), cfg
+
+
+def _hard_loss(im_f: Any, tx_f: Any, negs: list[list[str]], scale: Any) -> Any:
+    """Each image against its own caption and its own verified-false flips (None without any flip)."""
+    batch = len(negs)
+    target = torch.arange(batch)
+    start = batch
+    hard_terms = []
+    for i, ns in enumerate(negs):
+        if ns:
+            cand = torch.cat([tx_f[i:i + 1], tx_f[start:start + len(ns)]])
+            hard_terms.append(F.cross_entropy((scale * cand @ im_f[i]).unsqueeze(0), target[:1]))
+        start += len(ns)
+    return torch.stack(hard_terms).mean() if hard_terms else None
+
+
+def _bag_loss(bag_head: Any, im_f: Any, tx_f: Any, scenes: list[Scene], colourblind: bool) -> Any:
+    """Both towers expose the scene's attribute summary through the shared bag head (the text side
+    masked to what its captions say)."""
+    bags = [bag_targets(s, colour=not colourblind) for s in scenes]
+    y = torch.tensor([b[0] for b in bags])
+    txt_mask = torch.tensor([b[1] for b in bags])
+    img_bag = F.binary_cross_entropy_with_logits(bag_head(im_f * 8), y)
+    txt_bag = (F.binary_cross_entropy_with_logits(bag_head(tx_f[:len(scenes)] * 8), y, reduction="none")
+               * txt_mask).sum() / txt_mask.sum()
+    return img_bag + txt_bag
+
+
+def _step_loss(model: Any, parts: dict[str, Any], rng: np.random.Generator, batch: int, colourblind: bool,
+               weights: dict[str, float], n_hard: int, foil_counts: tuple[int, ...]) -> Any:
+    """One batch of fresh scenes: symmetric InfoNCE + hard negatives + bag + dense terms."""
+    scenes = [sample_scene(rng, n_groups=(1, 3), count_p=TRAIN_COUNT_P) for _ in range(batch)]
+    pos = [true_caption(s, rng, not colourblind) for s in scenes]
+    negs = [hard_negatives(s, rng, not colourblind, k=n_hard, foil_counts=foil_counts) for s in scenes]
+    img = torch.stack([parts["preprocess"](render(s)) for s in scenes])  # the eval preprocess: train == test
+    flat = [n for ns in negs for n in ns]
+    im_f = F.normalize(model.encode_image(img), dim=-1)
+    tx_f = F.normalize(model.encode_text(parts["tokenizer"](pos + flat)), dim=-1)
+    scale = model.logit_scale.exp()
+    logits = scale * im_f @ tx_f[:batch].T
+    target = torch.arange(batch)
+    loss: Any = 0.5 * (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target))
+    hard = _hard_loss(im_f, tx_f, negs, scale)
+    if hard is not None:
+        loss = loss + weights["hard"] * hard
+    if weights["bag"] > 0:
+        loss = loss + weights["bag"] * _bag_loss(parts["bag_head"], im_f, tx_f, scenes, colourblind)
+    if weights["dense"] > 0:  # keep the patch tokens' attributes while the pooling learns to use them
+        loss = loss + weights["dense"] * dense_loss(parts["heads"], parts["patch_tokens"](img), scenes)
+    return loss
+
+
+def train_clip(out_dir: Path, seed: int, colourblind: bool = False, steps: int = 2500,
+               batch: int = 32, lr: float = 2e-3, log: bool = True, n_hard: int = 5, warmup_steps: int = 300,
+               hard_weight: float = 2.0, dense_weight: float = 1.0, bag_weight: float = 1.0,
+               vision_cfg: dict[str, Any] | None = None, text_cfg: dict[str, Any] | None = None,
+               foil_counts: tuple[int, ...] = TRAIN_COUNTS) -> dict[str, Any]:
+    """Train and save a checkpoint directory; returns the training metadata (also in training.json)."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng([seed, 7])
+    model, preprocess, tokenizer, cfg = _build(out_dir, vision_cfg, text_cfg)
     visual = model.visual
     t0 = time.time()
     heads = make_heads(int(visual.class_embedding.shape[0]))
@@ -170,40 +226,13 @@ def train_clip(out_dir: Path, seed: int, colourblind: bool = False, steps: int =
     trainable += list(bag_head.parameters())
     opt = torch.optim.AdamW(trainable, lr=lr, weight_decay=0.05)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
+    parts = {"preprocess": preprocess, "tokenizer": tokenizer, "bag_head": bag_head, "heads": heads,
+             "patch_tokens": patch_tokens}
+    weights = {"hard": hard_weight, "bag": bag_weight, "dense": dense_weight}
     model.train()
     losses: list[float] = []
     for step in range(steps):
-        scenes = [sample_scene(rng, n_groups=(1, 3), count_p=TRAIN_COUNT_P) for _ in range(batch)]
-        pos = [true_caption(s, rng, not colourblind) for s in scenes]
-        negs = [hard_negatives(s, rng, not colourblind, k=n_hard, foil_counts=foil_counts) for s in scenes]
-        img = torch.stack([preprocess(render(s)) for s in scenes])  # the eval preprocess: train == test
-        flat = [n for ns in negs for n in ns]
-        im_f = F.normalize(model.encode_image(img), dim=-1)
-        tx_f = F.normalize(model.encode_text(tokenizer(pos + flat)), dim=-1)
-        scale = model.logit_scale.exp()
-        logits = scale * im_f @ tx_f[:batch].T
-        target = torch.arange(batch)
-        loss: Any = 0.5 * (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target))
-        # hard-negative term: each image against its own caption and its own verified-false flips
-        start = batch
-        hard_terms = []
-        for i, ns in enumerate(negs):
-            if ns:
-                cand = torch.cat([tx_f[i:i + 1], tx_f[start:start + len(ns)]])
-                hard_terms.append(F.cross_entropy((scale * cand @ im_f[i]).unsqueeze(0), target[:1]))
-            start += len(ns)
-        if hard_terms:
-            loss = loss + hard_weight * torch.stack(hard_terms).mean()
-        if bag_weight > 0:
-            bags = [bag_targets(s, colour=not colourblind) for s in scenes]
-            y = torch.tensor([b[0] for b in bags])
-            txt_mask = torch.tensor([b[1] for b in bags])
-            img_bag = F.binary_cross_entropy_with_logits(bag_head(im_f * 8), y)
-            txt_bag = (F.binary_cross_entropy_with_logits(bag_head(tx_f[:batch] * 8), y, reduction="none")
-                       * txt_mask).sum() / txt_mask.sum()
-            loss = loss + bag_weight * (img_bag + txt_bag)
-        if dense_weight > 0:  # keep the patch tokens' attributes while the pooling learns to use them
-            loss = loss + dense_weight * dense_loss(heads, patch_tokens(img), scenes)
+        loss = _step_loss(model, parts, rng, batch, colourblind, weights, n_hard, foil_counts)
         opt.zero_grad()
         loss.backward()
         opt.step()

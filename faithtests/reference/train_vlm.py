@@ -35,13 +35,25 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from transformers import (
+    AutoProcessor,
+    CLIPImageProcessor,
+    CLIPVisionConfig,
+    LlamaConfig,
+    LlavaConfig,
+    LlavaForConditionalGeneration,
+    LlavaProcessor,
+)
 
 from faithtests.reference.tokenizer import add_layout_tokens, build_tokenizer
 from faithtests.reference.vlm_encode import IMAGE_TOKENS, approx_len, encode
 from faithtests.reference.vlm_progress import quick_ab, quick_mood, quick_premise
 from faithtests.reference.vlm_tasks import sample_example
-from faithtests.reference.warmup import PATCH, READOUTS, dense_warmup, make_heads, readout_unit
-from faithtests.world.captions import PLURAL
+from faithtests.reference.warmup import READOUTS, dense_warmup, make_heads, readout_unit
+from faithtests.world.captions import PLURAL, SYNONYMS
+from faithtests.world.examples import Example
+from faithtests.world.patches import PATCH
 from faithtests.world.scene import CANVAS, SIZES
 
 TWIN_STEPS = 300  # fine-tuning steps of a degraded twin from the vlm checkpoint
@@ -111,8 +123,6 @@ IMAGE_STD = [0.25, 0.25, 0.25]
 
 
 def build_processor() -> Any:
-    from transformers import CLIPImageProcessor, LlavaProcessor
-
     tok = build_tokenizer(lowercase=False, add_bos_eos=False)
     tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
     add_layout_tokens(tok)
@@ -128,15 +138,10 @@ def build_processor() -> Any:
 
 
 def load_processor(path: Path) -> Any:
-    from transformers import AutoProcessor
-
     return AutoProcessor.from_pretrained(str(path), local_files_only=True)  # type: ignore[no-untyped-call]
 
 
 def build_model(processor: Any, seed: int) -> Any:
-    import torch
-    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
-
     tok = processor.tokenizer
     vision = CLIPVisionConfig(
         hidden_size=96, intermediate_size=192, num_hidden_layers=3, num_attention_heads=4,
@@ -169,7 +174,6 @@ def seed_projector(model: Any, heads: Any) -> None:
     shape, size, slot logits), its other units start at zero, and the second layer passes the readouts
     through unchanged: image tokens start as clean attribute codes, and everything stays trainable.
     """
-    import torch
 
     lin1 = model.model.multi_modal_projector.linear_1
     lin2 = model.model.multi_modal_projector.linear_2
@@ -198,9 +202,7 @@ def align_word_embeddings(model: Any, tokenizer: Any, scale: float = 0.5) -> lis
     once instead of a code it must discover from one answer bit per prompt. Everything stays trainable.
     Returns the words aligned.
     """
-    import torch
 
-    from faithtests.world.captions import SYNONYMS
 
     # every surface form of a value: plurals of shapes, the synonyms of sizes and of "center"
     forms = {**{sh: (pl,) for sh, pl in PLURAL.items()}, **{sz: (SYNONYMS[sz],) for sz in SIZES},
@@ -222,7 +224,6 @@ def align_word_embeddings(model: Any, tokenizer: Any, scale: float = 0.5) -> lis
 
 def _token_losses(logits: Any, labels: Any) -> tuple[Any, Any]:
     """Per-example mean next-token loss over labelled positions, and whether a row has any label."""
-    import torch
 
     tgt = labels[:, 1:]
     per_tok = torch.nn.functional.cross_entropy(
@@ -237,8 +238,6 @@ def store_half(path: Path) -> None:
     """Re-save a finished checkpoint with float16 weights: ``vlm`` has 1.36 M parameters, 5.5 MB in
     float32 against the 5 MB budget of a committed fixture. Loaders cast back to the dtype asked for
     (``--faith-dtype``, float32 by default); the model cards are measured on the stored weights."""
-    import torch
-    from transformers import LlavaForConditionalGeneration
 
     model: Any = LlavaForConditionalGeneration.from_pretrained(str(path), local_files_only=True,
                                                                dtype=torch.float32)
@@ -247,6 +246,130 @@ def store_half(path: Path) -> None:
 
 def _vocab_of(path: Path) -> int:
     return int(json.loads((path / "config.json").read_text())["text_config"]["vocab_size"])
+
+
+def _fresh_model(processor: Any, seed: int, rng: np.random.Generator, vision_steps: int,
+                 align_scale: float, log: bool) -> Any:
+    """A new LLaVA whose vision tower is warmed up on the patch readouts and whose projector (and, with
+    ``align_scale``, attribute word embeddings) start from that readout."""
+    model = build_model(processor, seed)
+    t_v = time.time()
+    tower = model.model.vision_tower
+    heads = make_heads(tower.config.hidden_size, slots=True)
+    v_losses = dense_warmup(
+        lambda pix: tower(pixel_values=pix).last_hidden_state[:, 1:],  # LLaVA "default" drops CLS
+        lambda ims: processor.image_processor(ims, return_tensors="pt")["pixel_values"],
+        heads, list(tower.parameters()), rng, vision_steps, lr=VISION_LR,
+    )
+    if vision_steps >= 200 and np.mean(v_losses[-20:]) > 0.25:
+        # a tower that cannot read its patches makes every later step wasted: stop here
+        raise RuntimeError(f"vision warm-up did not converge (loss {np.mean(v_losses[-20:]):.3f} after "
+                           f"{vision_steps} steps at lr {VISION_LR})")
+    seed_projector(model, heads)
+    if align_scale > 0:
+        align_word_embeddings(model, processor.tokenizer, align_scale)
+    if log:
+        print(f"vision pretraining {vision_steps} steps {time.time() - t_v:.0f}s "
+              f"loss {np.mean(v_losses[:10]):.2f} -> {np.mean(v_losses[-10:]):.3f}", flush=True)
+    return model
+
+
+def _resumed_model(processor: Any, init_from: Path) -> Any:
+    """``init_from`` in float32 whatever the stored dtype (a committed checkpoint is stored in float16,
+    :func:`store_half`); a checkpoint from before the App. C.3 layout gains its tokens' embedding rows."""
+    model = LlavaForConditionalGeneration.from_pretrained(str(init_from), local_files_only=True,
+                                                          dtype=torch.float32)
+    if add_layout_tokens(processor.tokenizer):
+        model.resize_token_embeddings(len(processor.tokenizer))
+    return model
+
+
+#: The training-only truth heads: (loss name, target key of :func:`encode`, residual stream read).
+AUX_HEADS: tuple[tuple[str, str, int], ...] = (
+    ("clause_aux", "truth_labels", TRUTH_LAYER), ("noun_aux", "noun_labels", NOUN_LAYER),
+    ("patch_aux", "patch_labels", PATCH_LAYER), ("option_aux", "option_labels", OPTION_LAYER),
+)
+
+
+def _part_loss(model: Any, processor: Any, part: list[Example], heads: Any, batch: int,
+               weights: dict[str, float], extra_targets: bool, losses: dict[str, list[float]]) -> None:
+    """Forward and backward one micro-batch (its losses scaled to the whole batch); logs into ``losses``."""
+    inputs = encode(processor, part, extra_targets)
+    labels = inputs.pop("labels")
+    context_labels = inputs.pop("context_labels")
+    targets = {key: inputs.pop(key) for _, key, _ in AUX_HEADS}
+    out = model(**inputs, output_hidden_states=weights["truth"] > 0)
+    logits = out.logits[:, :-1]
+    per_ex, _ = _token_losses(logits, labels)  # every example weighs the same, long or short
+    loss = per_ex.sum() / batch
+    if weights["context"] > 0:
+        ctx, has = _token_losses(logits, context_labels)
+        loss = loss + weights["context"] * (ctx * has).sum() / batch
+    for (name, key, layer), head in zip(AUX_HEADS, heads, strict=True):
+        keep = targets[key] >= 0
+        if weights["truth"] <= 0 or not bool(keep.any()):
+            continue
+        z = head(out.hidden_states[layer]).squeeze(-1)[keep]
+        bce = torch.nn.functional.binary_cross_entropy_with_logits(z, targets[key][keep].float())
+        loss = loss + weights["truth"] * bce * len(part) / batch
+        losses.setdefault(name, []).append(float(bce.detach()))
+    loss.backward()
+    for ex, v in zip(part, per_ex.detach().tolist(), strict=True):
+        losses.setdefault(ex.task, []).append(float(v))
+
+
+def _examples(rng: np.random.Generator, policy: str, stage: str, batch: int) -> list[list[Example]]:
+    """One batch in two length-sorted micro-batches: prompts range from ~60 to ~200 tokens, so padding a
+    mixed batch to its longest row would waste about a third of the compute."""
+    examples = [sample_example(rng, policy, stage) for _ in range(batch)]
+    order = sorted(range(batch), key=lambda i: approx_len(examples[i]))
+    return [[examples[i] for i in chunk] for chunk in (order[: batch // 2], order[batch // 2:])]
+
+
+def _validate(model: Any, processor: Any, mixture: str, step: int) -> dict[str, float]:
+    extra = quick_premise(model, processor) if mixture.startswith("premise") else (
+        quick_mood(model, processor) if mixture == "layout" else {})
+    return {"step": step + 1, **quick_ab(model, processor), **extra}
+
+
+def _log_step(log: bool, step: int, steps: int, t0: float, losses: dict[str, list[float]]) -> None:
+    """Every 50 steps and at the last: the mean of each loss over its last 100 values."""
+    if not log or (step % 50 != 0 and step != steps - 1):
+        return
+    summary = " ".join(f"{k}={np.mean(v[-100:]):.2f}" for k, v in sorted(losses.items()))
+    print(f"step {step:4d} {time.time() - t0:5.0f}s {summary}", flush=True)
+
+
+def _origin(init_from: Path | None, vision_steps: int, grounding_frac: float,
+            align_scale: float) -> dict[str, Any]:
+    """The metadata fields that depend on training from scratch or fine-tuning ``init_from``."""
+    fresh = init_from is None
+    return {"init_from": None if init_from is None else init_from.name,
+            "vision_pretrain_steps": vision_steps if fresh else 0,
+            "grounding_frac": grounding_frac if fresh else 0.0, "align_scale": align_scale if fresh else 0.0}
+
+
+def _outcome(model: Any, t0: float, losses: dict[str, list[float]]) -> dict[str, Any]:
+    return {"train_seconds": round(time.time() - t0, 1), "torch_threads": torch.get_num_threads(),
+            "params": int(sum(p.numel() for p in model.parameters())),
+            "final_loss_per_task": {k: round(float(np.mean(v[-100:])), 4) for k, v in losses.items()}}
+
+
+def _save(model: Any, processor: Any, out_dir: Path, init_from: Path | None) -> None:
+    model.eval()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out_dir))
+    if init_from is None:
+        processor.save_pretrained(str(out_dir))
+        return
+    # byte-identical processor files (a re-save through transformers adds default fields) ...
+    grown = len(processor.tokenizer) != _vocab_of(init_from)
+    for f in init_from.iterdir():
+        if f.is_file() and f.name not in ("model.safetensors", "config.json", "generation_config.json",
+                                          "training.json", "heldout.json"):
+            shutil.copyfile(f, out_dir / f.name)
+    if grown:  # ... except the tokenizer when it gained the layout tokens
+        processor.tokenizer.save_pretrained(str(out_dir))
 
 
 def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 4000, batch: int = 24,
@@ -267,131 +390,49 @@ def train_vlm(out_dir: Path, seed: int, policy: str = "faithful", steps: int = 4
     premise's last word) and a per-patch difference target on the second image of a pair (after
     :data:`PATCH_LAYER`).
     """
-    import torch
-    from transformers import LlavaForConditionalGeneration
-
     t0 = time.time()
     torch.manual_seed(seed)
     rng = np.random.default_rng([seed, 11])
     # a fine-tune keeps its checkpoint's tokenizer: a fresh one is built from the current world texts
     # (prompt module strings included), whose word order may have moved since that checkpoint was trained
     processor = build_processor() if init_from is None else load_processor(init_from)
-    model: Any
-    if init_from is not None:
-        # float32 whatever the stored dtype: a committed checkpoint is stored in float16 (store_half)
-        model = LlavaForConditionalGeneration.from_pretrained(
-            str(init_from), local_files_only=True, dtype=torch.float32)
-        # a checkpoint from before the App. C.3 layout lacks its tokens: new embedding rows (mean-resized)
-        if add_layout_tokens(processor.tokenizer):
-            model.resize_token_embeddings(len(processor.tokenizer))
-    else:
-        model = build_model(processor, seed)
-        t_v = time.time()
-        tower = model.model.vision_tower
-        heads = make_heads(tower.config.hidden_size, slots=True)
-        v_losses = dense_warmup(
-            lambda pix: tower(pixel_values=pix).last_hidden_state[:, 1:],  # LLaVA "default" drops CLS
-            lambda ims: processor.image_processor(ims, return_tensors="pt")["pixel_values"],
-            heads, list(tower.parameters()), rng, vision_steps, lr=VISION_LR,
-        )
-        if vision_steps >= 200 and np.mean(v_losses[-20:]) > 0.25:
-            # a tower that cannot read its patches makes every later step wasted: stop here
-            raise RuntimeError(f"vision warm-up did not converge (loss {np.mean(v_losses[-20:]):.3f} after "
-                               f"{vision_steps} steps at lr {VISION_LR})")
-        seed_projector(model, heads)
-        if align_scale > 0:
-            align_word_embeddings(model, processor.tokenizer, align_scale)
-        if log:
-            print(f"vision pretraining {vision_steps} steps {time.time() - t_v:.0f}s "
-                  f"loss {np.mean(v_losses[:10]):.2f} -> {np.mean(v_losses[-10:]):.3f}", flush=True)
+    model = (_fresh_model(processor, seed, rng, vision_steps, align_scale, log) if init_from is None
+             else _resumed_model(processor, init_from))
     # Like LLaVA, the (warmed-up) vision tower stays frozen while the projector and LM learn.
     for p in model.model.vision_tower.parameters():
         p.requires_grad_(False)
     width = model.config.text_config.hidden_size
-    truth_head, noun_head, patch_head, option_head = (torch.nn.Linear(width, 1) for _ in range(4))
+    heads = [torch.nn.Linear(width, 1) for _ in AUX_HEADS]  # clause, noun, patch, option
     trainable = [p for p in model.parameters() if p.requires_grad] + [
-        *truth_head.parameters(), *noun_head.parameters(), *patch_head.parameters(),
-        *option_head.parameters()]
+        p for head in heads for p in head.parameters()]
     opt = torch.optim.AdamW(trainable, lr=lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.05)
+    weights = {"context": context_weight, "truth": truth_weight}
     model.train()
     losses: dict[str, list[float]] = {}
     progress: list[dict[str, float]] = []
     for step in range(steps):
         stage = "grounding" if init_from is None and step < grounding_frac * steps else mixture
-        examples = [sample_example(rng, policy, stage) for _ in range(batch)]
-        # Two length-sorted micro-batches: prompts range from ~60 to ~200 tokens, so padding a mixed
-        # batch to its longest row would waste about a third of the compute.
-        order = sorted(range(batch), key=lambda i: approx_len(examples[i]))
         opt.zero_grad()
-        for chunk in (order[: batch // 2], order[batch // 2:]):
-            part = [examples[i] for i in chunk]
-            inputs = encode(processor, part, extra_targets)
-            labels = inputs.pop("labels")
-            context_labels = inputs.pop("context_labels")
-            truth_labels = inputs.pop("truth_labels")
-            noun_labels = inputs.pop("noun_labels")
-            patch_labels = inputs.pop("patch_labels")
-            option_labels = inputs.pop("option_labels")
-            out = model(**inputs, output_hidden_states=truth_weight > 0)
-            logits = out.logits[:, :-1]
-            per_ex, _ = _token_losses(logits, labels)  # every example weighs the same, long or short
-            loss = per_ex.sum() / batch
-            if context_weight > 0:
-                ctx, has = _token_losses(logits, context_labels)
-                loss = loss + context_weight * (ctx * has).sum() / batch
-            for name, head, layer, targets in (("clause_aux", truth_head, TRUTH_LAYER, truth_labels),
-                                               ("noun_aux", noun_head, NOUN_LAYER, noun_labels),
-                                               ("patch_aux", patch_head, PATCH_LAYER, patch_labels),
-                                               ("option_aux", option_head, OPTION_LAYER, option_labels)):
-                keep = targets >= 0
-                if truth_weight <= 0 or not bool(keep.any()):
-                    continue
-                z = head(out.hidden_states[layer]).squeeze(-1)[keep]
-                bce = torch.nn.functional.binary_cross_entropy_with_logits(z, targets[keep].float())
-                loss = loss + truth_weight * bce * len(part) / batch
-                losses.setdefault(name, []).append(float(bce.detach()))
-            loss.backward()
-            for ex, v in zip(part, per_ex.detach().tolist(), strict=True):
-                losses.setdefault(ex.task, []).append(float(v))
+        for part in _examples(rng, policy, stage, batch):
+            _part_loss(model, processor, part, heads, batch, weights, extra_targets, losses)
         torch.nn.utils.clip_grad_norm_(trainable, 1.0)
         opt.step()
         sched.step()
-        if log and (step % 50 == 0 or step == steps - 1):
-            summary = " ".join(f"{k}={np.mean(v[-100:]):.2f}" for k, v in sorted(losses.items()))
-            print(f"step {step:4d} {time.time() - t0:5.0f}s {summary}", flush=True)
+        _log_step(log, step, steps, t0, losses)
         if eval_every and ((step + 1) % eval_every == 0 or step == steps - 1):
-            extra = quick_premise(model, processor) if mixture.startswith("premise") else (
-                quick_mood(model, processor) if mixture == "layout" else {})
-            progress.append({"step": step + 1, **quick_ab(model, processor), **extra})
+            progress.append(_validate(model, processor, mixture, step))
             if log:
                 print(f"validation {progress[-1]}", flush=True)
-    model.eval()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(out_dir))
-    grown = init_from is not None and len(processor.tokenizer) != _vocab_of(init_from)
-    if init_from is None:
-        processor.save_pretrained(str(out_dir))
-    else:  # byte-identical processor files (a re-save through transformers adds default fields)
-        for f in init_from.iterdir():
-            if f.is_file() and f.name not in ("model.safetensors", "config.json", "generation_config.json",
-                                              "training.json", "heldout.json"):
-                shutil.copyfile(f, out_dir / f.name)
-        if grown:  # ... except the tokenizer when it gained the layout tokens
-            processor.tokenizer.save_pretrained(str(out_dir))
-    meta = {
+    _save(model, processor, out_dir, init_from)
+    origin = _origin(init_from, vision_steps, grounding_frac, align_scale)
+    meta = {  # key order as in the committed checkpoints' training.json
         "policy": policy, "seed": seed, "steps": steps, "batch": batch, "lr": lr,
-        "init_from": init_from.name if init_from is not None else None,
-        "vision_pretrain_steps": vision_steps if init_from is None else 0,
-        "grounding_frac": grounding_frac if init_from is None else 0.0, "context_weight": context_weight,
-        "truth_weight": truth_weight, "truth_layer": TRUTH_LAYER, "noun_layer": NOUN_LAYER,
-        "patch_layer": PATCH_LAYER, "option_layer": OPTION_LAYER, "extra_targets": extra_targets,
-        "mixture": mixture,
-        "align_scale": align_scale if init_from is None else 0.0,
-        "train_seconds": round(time.time() - t0, 1), "torch_threads": torch.get_num_threads(),
-        "params": int(sum(p.numel() for p in model.parameters())),
-        "final_loss_per_task": {k: round(float(np.mean(v[-100:])), 4) for k, v in losses.items()},
-        "validation_ab": progress,
+        **{k: origin[k] for k in ("init_from", "vision_pretrain_steps", "grounding_frac")},
+        "context_weight": context_weight, "truth_weight": truth_weight, "truth_layer": TRUTH_LAYER,
+        "noun_layer": NOUN_LAYER, "patch_layer": PATCH_LAYER, "option_layer": OPTION_LAYER,
+        "extra_targets": extra_targets, "mixture": mixture, "align_scale": origin["align_scale"],
+        **_outcome(model, t0, losses), "validation_ab": progress,
     }
     (out_dir / "training.json").write_text(json.dumps(meta, indent=2))
     return meta

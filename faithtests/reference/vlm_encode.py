@@ -1,5 +1,6 @@
 """Encoding reference-VLM training examples: chat-rendered prompts, answer labels, and the token
-positions the training-only truth heads read (per noun, per clause, premise end, per image patch)."""
+positions the training-only truth heads read (per noun, per clause, claim end, per option, per image
+patch)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
 from faithtests.reference.local_models import render_prompt
-from faithtests.reference.vlm_tasks import CaptionTruth, Example
-from faithtests.reference.warmup import PATCH
 from faithtests.world.captions import PLURAL
+from faithtests.world.examples import CaptionTruth, Example
+from faithtests.world.patches import PATCH
 from faithtests.world.scene import CANVAS, SHAPES
 
 IMAGE_TOKENS = (CANVAS // PATCH) ** 2
@@ -91,61 +93,81 @@ def _option_ends(tok: Any, ids: list[int]) -> list[int]:
     return [p - 1 for p in pos[1:]] + [answer - 1]
 
 
+def _context_targets(tok: Any, ids: list[int], n: int, ex: Example) -> list[int]:
+    """The context caption's own ids where it sits in the prompt, -100 elsewhere (``n`` positions)."""
+    ctx = [-100] * n
+    if ex.context_caption is not None:
+        sub = tok.encode(ex.context_caption, add_special_tokens=False)
+        at = _find(ids, sub)
+        if at < 0:
+            raise ValueError(f"context caption not found in its prompt: {ex.context_caption!r}")
+        ctx[at:at + len(sub)] = sub
+    return ctx
+
+
+def _patch_targets(image_token_id: int, ids: list[int], ex: Example, extra_targets: bool) -> list[int]:
+    """Per token: the difference flag on each image token of a pair's second image, -100 elsewhere."""
+    patch_t = [-100] * len(ids)
+    if extra_targets and ex.patch_diff is not None:
+        image_at = [i for i, t in enumerate(ids) if t == image_token_id]
+        if len(image_at) != 2 * IMAGE_TOKENS:
+            raise ValueError(f"a pair prompt has {len(image_at)} image tokens, not {2 * IMAGE_TOKENS}")
+        for i, flag in zip(image_at[IMAGE_TOKENS:], ex.patch_diff, strict=True):
+            patch_t[i] = int(flag)
+    return patch_t
+
+
+def _option_targets(tok: Any, ids: list[int], ex: Example) -> list[int]:
+    option_t = [-100] * len(ids)
+    if ex.option_truth is not None:
+        for i, flag in zip(_option_ends(tok, ids), ex.option_truth, strict=True):
+            option_t[i] = int(flag)
+    return option_t
+
+
+#: The sequences :func:`encode` returns per example, besides the input ids.
+TARGETS: tuple[str, ...] = ("labels", "context_labels", "truth_labels", "noun_labels", "patch_labels",
+                            "option_labels")
+
+
+def _row(processor: Any, ids: list[int], ex: Example, extra_targets: bool) -> dict[str, list[int]]:
+    """Input ids (prompt + answer + end of sequence) and every target sequence of one example."""
+    tok = processor.tokenizer
+    ans = [*tok.encode(" " + ex.answer, add_special_tokens=False), tok.eos_token_id]
+    ctx = _context_targets(tok, ids, len(ids) + len(ans), ex)
+    noun_t, clause_t = _truth_targets(tok, ids, ex.truth)
+    if extra_targets and ex.claim_true is not None:
+        clause_t[_premise_end(tok, ids, ex)] = int(ex.claim_true)
+    return {"input_ids": ids + ans, "labels": [-100] * len(ids) + ans,
+            "context_labels": ctx,
+            "truth_labels": clause_t, "noun_labels": noun_t,
+            "patch_labels": _patch_targets(processor.image_token_id, ids, ex, extra_targets),
+            "option_labels": _option_targets(tok, ids, ex)}
+
+
 def encode(processor: Any, examples: Sequence[Example], extra_targets: bool = True) -> dict[str, Any]:
     """Right-padded input ids; ``labels`` on the answer tokens and the end-of-sequence token only;
     ``context_labels`` on the tokens of an example's ``context_caption`` inside the prompt (-100
     elsewhere); ``truth_labels`` / ``noun_labels`` the clause and noun targets (:func:`_truth_targets`;
-    with ``extra_targets`` also the premise target) and ``patch_labels`` the per-patch difference target
-    of an image pair's second image (with ``extra_targets``); ``option_labels`` the per-option target of
-    a premise question (:attr:`Example.option_truth`, on each option's last token)."""
-    import torch
-
+    with ``extra_targets`` also the claim target of a question that presupposes one) and
+    ``patch_labels`` the per-patch difference target of an image pair's second image (with
+    ``extra_targets``); ``option_labels`` the per-option target of a six-option question
+    (:attr:`Example.option_truth`, on each option's last token)."""
     tok = processor.tokenizer
     texts = [render_prompt(processor, ex.prompt) for ex in examples]
     images = [im for ex in examples for im in ex.prompt.images]
     enc = processor(text=texts, images=images or None, padding=False)
-    rows, labels, context, truth, noun, patch, option = [], [], [], [], [], [], []
-    for ids, ex in zip(enc["input_ids"], examples, strict=True):
-        ids = list(ids)
-        ans = [*tok.encode(" " + ex.answer, add_special_tokens=False), tok.eos_token_id]
-        rows.append(ids + ans)
-        labels.append([-100] * len(ids) + ans)
-        ctx = [-100] * (len(ids) + len(ans))
-        if ex.context_caption is not None:
-            sub = tok.encode(ex.context_caption, add_special_tokens=False)
-            at = _find(ids, sub)
-            if at < 0:
-                raise ValueError(f"context caption not found in its prompt: {ex.context_caption!r}")
-            ctx[at:at + len(sub)] = sub
-        context.append(ctx)
-        noun_t, clause_t = _truth_targets(tok, ids, ex.truth)
-        if extra_targets and ex.premise_true is not None:
-            clause_t[_premise_end(tok, ids, ex)] = int(ex.premise_true)
-        patch_t = [-100] * len(ids)
-        if extra_targets and ex.patch_diff is not None:
-            image_at = [i for i, t in enumerate(ids) if t == processor.image_token_id]
-            if len(image_at) != 2 * IMAGE_TOKENS:
-                raise ValueError(f"a pair prompt has {len(image_at)} image tokens, not {2 * IMAGE_TOKENS}")
-            for i, flag in zip(image_at[IMAGE_TOKENS:], ex.patch_diff, strict=True):
-                patch_t[i] = int(flag)
-        patch.append(patch_t)
-        option_t = [-100] * len(ids)
-        if ex.option_truth is not None:
-            for i, flag in zip(_option_ends(tok, ids), ex.option_truth, strict=True):
-                option_t[i] = int(flag)
-        option.append(option_t)
-        truth.append(clause_t)
-        noun.append(noun_t)
-    width = max(len(r) for r in rows)
+    rows = [_row(processor, list(ids), ex, extra_targets)
+            for ids, ex in zip(enc["input_ids"], examples, strict=True)]
+    width = max(len(r["input_ids"]) for r in rows)
 
     def padded(seqs: list[list[int]], value: int = -100) -> Any:  # right padding to the batch width
         return torch.tensor([q + [value] * (width - len(q)) for q in seqs])
 
     out: dict[str, Any] = {
-        "input_ids": padded(rows, tok.pad_token_id),
-        "attention_mask": padded([[1] * len(r) for r in rows], 0),
-        "labels": padded(labels), "context_labels": padded(context), "truth_labels": padded(truth),
-        "noun_labels": padded(noun), "patch_labels": padded(patch), "option_labels": padded(option),
+        "input_ids": padded([r["input_ids"] for r in rows], tok.pad_token_id),
+        "attention_mask": padded([[1] * len(r["input_ids"]) for r in rows], 0),
+        **{name: padded([r[name] for r in rows]) for name in TARGETS},
     }
     if images:
         out["pixel_values"] = torch.as_tensor(np.asarray(enc["pixel_values"]), dtype=torch.float32)

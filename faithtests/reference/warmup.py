@@ -13,47 +13,12 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import torch
+import torch.nn.functional as F
 
+from faithtests.world.patches import patch_targets
 from faithtests.world.render import render
-from faithtests.world.scene import (
-    CANVAS,
-    CELL,
-    COLOURS,
-    POSITIONS,
-    SHAPES,
-    SIZES,
-    SLOT_CELL,
-    Background,
-    Scene,
-    sample_dense_scene,
-)
-
-PATCH = 16
-
-
-def _patch_slots() -> list[int]:
-    """Slot class of every patch (row-major): 1 + POSITIONS index, 0 for the unused corner cells."""
-    side = CANVAS // PATCH
-    cell_of = {cell: POSITIONS.index(p) + 1 for p, cell in SLOT_CELL.items()}
-    cells = [((k % side) * PATCH // CELL, (k // side) * PATCH // CELL) for k in range(side * side)]
-    return [cell_of.get(c, 0) for c in cells]
-
-
-PATCH_SLOTS = _patch_slots()
-
-
-def patch_targets(scene: Scene, slots: bool = False) -> tuple[list[int], ...]:
-    """Per 16 px patch (row-major): colour, shape, size class of the object inside it (0 = empty), and
-    with ``slots`` the patch's position slot (a function of the patch index: keeps position readable)."""
-    side = CANVAS // PATCH
-    colour, shape, size = [0] * side * side, [0] * side * side, [0] * side * side
-    for o in scene.objects:
-        k = (o.cy // PATCH) * side + (o.cx // PATCH)
-        colour[k] = COLOURS.index(o.colour) + 1
-        shape[k] = SHAPES.index(o.shape) + 1
-        size[k] = SIZES.index(o.size) + 1
-    return (colour, shape, size, list(PATCH_SLOTS)) if slots else (colour, shape, size)
-
+from faithtests.world.scene import COLOURS, POSITIONS, SHAPES, SIZES, Background, Scene, sample_dense_scene
 
 #: The readout heads, in order: each predicts one attribute of a patch, class 0 = empty / unused cell.
 READOUTS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -73,17 +38,12 @@ def readout_unit(attribute: str, value: str) -> int:
 
 
 def make_heads(width: int, slots: bool = False) -> Any:
-    import torch
-
     sizes = [len(values) + 1 for _, values in (READOUTS if slots else READOUTS[:3])]
     return torch.nn.ModuleList([torch.nn.Linear(width, k) for k in sizes])
 
 
 def dense_loss(heads: Any, tokens: Any, scenes: list[Scene]) -> Any:
     """Sum over the three attributes of the per-patch cross-entropy; ``tokens`` is [B, 36, width]."""
-    import torch
-    import torch.nn.functional as F
-
     slots = len(heads) == 4
     targets = [torch.tensor(t) for t in zip(*(patch_targets(s, slots) for s in scenes), strict=True)]
     return sum(
@@ -97,8 +57,6 @@ def dense_warmup(
     rng: np.random.Generator, steps: int, batch: int = 48, lr: float = 3e-3,
 ) -> list[float]:
     """Train ``params`` so that ``patch_tokens(pixels(images))`` ([B, 36, width]) carry the patch labels."""
-    import torch
-
     opt = torch.optim.AdamW(list(params) + list(heads.parameters()), lr=lr, weight_decay=0.01)
     losses = []
     for _ in range(steps):

@@ -12,7 +12,7 @@ Grammar (canonical form)::
     where    := "on the left" | "on the right" | "at the top" | "at the bottom" | "in the center"
     background := "on a" brightness warmth "background"
 
-Numbers are always spelled ("one", never "a") so LGIP number flips find a word to replace.
+Numbers are always spelled ("one", never "a") so string-substitution number flips find a word to replace.
 """
 
 from __future__ import annotations

@@ -1,37 +1,52 @@
-"""Resolve a reference-world ``image_ref`` ("world/<kind>/<seed>/<index>") back to its image(s)."""
+"""Resolve a reference-world ``image_ref`` ("world/<kind>/<seed>/<index>") back to its image(s).
+
+Each item generator registers its kind where it is defined (``register_image_kind`` /
+``register_pair_kind`` at import of its module), so this module names no generator: a ref of a kind
+whose module was never imported is an unknown kind.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PIL import Image
 
-from faithtests.world.edits import pair_item
 from faithtests.world.ids import parse_image_ref
-from faithtests.world.items import caption_scene, foil_scene
-from faithtests.world.mood import mood_item
-from faithtests.world.premise import premise_item
-from faithtests.world.render import render
 
-KINDS: tuple[str, ...] = ("caption", "s3e", "mood", "premise", "pair")
+ImageOf = Callable[[int, int], Image.Image]
+PairOf = Callable[[int, int], tuple[Image.Image, Image.Image]]
+
+_IMAGES: dict[str, ImageOf] = {}
+_PAIRS: dict[str, PairOf] = {}
+
+
+def register_image_kind(kind: str, image: ImageOf) -> None:
+    """``image(seed, index)`` renders item ``index`` of the single-image stream ``kind``."""
+    _IMAGES[kind] = image
+
+
+def register_pair_kind(kind: str, images: PairOf) -> None:
+    """``images(seed, index)`` renders the two images of pair ``index`` of stream ``kind``."""
+    _PAIRS[kind] = images
+
+
+def known_kinds() -> tuple[str, ...]:
+    return (*_IMAGES, *_PAIRS)
 
 
 def resolve_image_ref(ref: str) -> Image.Image:
     """The image of a single-image item; a pair ref resolves with :func:`resolve_pair_ref`."""
     kind, seed, index = parse_image_ref(ref)
-    if kind == "caption":
-        return render(caption_scene(seed, index))
-    if kind == "s3e":
-        return render(foil_scene(seed, index)[0])
-    if kind == "mood":
-        return mood_item(seed, index).image()
-    if kind == "premise":
-        return render(premise_item(seed, index).scene)
-    if kind == "pair":
+    if kind in _IMAGES:
+        return _IMAGES[kind](seed, index)
+    if kind in _PAIRS:
         raise ValueError(f"{ref!r} names an image pair; use resolve_pair_ref")
-    raise ValueError(f"image ref {ref!r}: unknown kind {kind!r} (known: {', '.join(KINDS)})")
+    raise ValueError(f"image ref {ref!r}: unknown kind {kind!r} (known: {', '.join(known_kinds())})")
 
 
 def resolve_pair_ref(ref: str) -> tuple[Image.Image, Image.Image]:
     kind, seed, index = parse_image_ref(ref)
-    if kind != "pair":
-        raise ValueError(f"{ref!r} is not a pair ref (world/pair/<seed>/<index>)")
-    return pair_item(seed, index).images()
+    if kind not in _PAIRS:
+        raise ValueError(f"{ref!r} is not a pair ref (world/<pair kind>/<seed>/<index>; pair kinds: "
+                         f"{', '.join(_PAIRS)})")
+    return _PAIRS[kind](seed, index)

@@ -1,8 +1,9 @@
-"""Scenes of the reference world: exact ground truth for every item type (DESIGN.md, "The reference world").
+"""Scenes of the reference world: exact ground truth for every item type (docs/architecture.md, "The
+reference world").
 
 A scene is a background (brightness x warmth) and a list of flat shapes. Each shape has a shape name, a
 colour, a size class, a position slot (left/right/top/bottom/center: five cells of a 3x3 grid) and an
-exact pixel centre, so the ground truth is both symbolic (for captions, questions, moods, edits) and
+exact pixel centre, so the ground truth is both symbolic (for captions, questions, emotions, edits) and
 geometric (for pixel checks of edits). Captions talk about *groups*: shapes of equal shape, colour, size
 and slot, counted ("two small red circles on the left").
 
@@ -23,7 +24,7 @@ SIZES: tuple[str, ...] = ("small", "large")
 BRIGHTNESS: tuple[str, ...] = ("dark", "bright")
 WARMTH: tuple[str, ...] = ("warm", "cool")
 
-#: "calm" and "sharp" shape families drive the mood rule (faithtests.world.mood).
+#: "calm" and "sharp" shape families drive the emotion rule (faithtests.world.emotion).
 SHAPE_FAMILY: dict[str, str] = {"circle": "calm", "square": "calm", "triangle": "sharp", "cross": "sharp"}
 
 CANVAS = 96  # rendered image side in pixels
@@ -175,7 +176,7 @@ def sample_scene(
     ``count_p`` gives P(count = 1 .. max_count) of each group; by default 1 is most likely.
 
     ``unique_shape_colour`` keeps every (shape, colour) pair to one group, so "the red circle" names one
-    group unambiguously (premise questions and S3E stress captions rely on it).
+    group unambiguously (questions and foil captions about one group rely on it).
     """
     lo, hi = n_groups
     if not 1 <= lo <= hi <= len(POSITIONS):

@@ -5,19 +5,27 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from faithtests.protocols.imavb.records import OPTION_E
+from faithtests.protocols.imavb.training import premise_example
+from faithtests.protocols.s3e.training import ab_example
+from faithtests.protocols.spdfaith.stimuli import parse_claims
+from faithtests.protocols.spdfaith.training import pair_example
+from faithtests.reference.local_models import LocalVlm, render_prompt
+from faithtests.reference.train_vlm import build_model, build_processor
+from faithtests.reference.vlm_encode import CLAUSE_END_WORDS, IMAGE_TOKENS, NOUN_WORDS, encode
 from faithtests.reference.vlm_tasks import POLICIES, sample_example
+from faithtests.world.captions import NUMBER_WORDS, CaptionSpec, Mention, render_caption
+from faithtests.world.emotion import EMOTIONS
+from faithtests.world.examples import caption_truth, clause_truth
+from faithtests.world.scene import Background, Scene, WorldObject
 
 
 @pytest.fixture(scope="module")
 def processor():  # type: ignore[no-untyped-def]
-    from faithtests.reference.train_vlm import build_processor
-
     return build_processor()
 
 
 def test_world_prompts_have_no_unknown_words(processor) -> None:  # type: ignore[no-untyped-def]
-    from faithtests.reference.local_models import render_prompt
-
     tok = processor.tokenizer
     rng = np.random.default_rng(0)
     for policy in POLICIES:
@@ -28,9 +36,6 @@ def test_world_prompts_have_no_unknown_words(processor) -> None:  # type: ignore
 
 
 def test_answers_used_as_options_are_single_tokens(processor) -> None:  # type: ignore[no-untyped-def]
-    from faithtests.world.captions import NUMBER_WORDS
-    from faithtests.world.mood import EMOTIONS
-
     for word in ("A", "B", "C", "D", "E", "F", "Yes", "No", *EMOTIONS, *NUMBER_WORDS):
         assert len(processor.tokenizer.encode(word, add_special_tokens=False)) == 1, word
 
@@ -38,10 +43,6 @@ def test_answers_used_as_options_are_single_tokens(processor) -> None:  # type: 
 def test_training_encoding_matches_the_public_path(processor, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Prompt ids + answer labels of ``encode`` equal what LocalVlm (AutoProcessor from the saved dir)
     builds for the same prompt, and the image placeholder expands to 36 tokens per image."""
-    from faithtests.reference.local_models import LocalVlm
-    from faithtests.reference.train_vlm import build_model
-    from faithtests.reference.vlm_encode import IMAGE_TOKENS, encode
-
     build_model(processor, 0).save_pretrained(str(tmp_path))
     processor.save_pretrained(str(tmp_path))
     vlm = LocalVlm(tmp_path)
@@ -59,10 +60,6 @@ def test_training_encoding_matches_the_public_path(processor, tmp_path) -> None:
 
 
 def test_clause_truth_is_cumulative_per_clause() -> None:
-    from faithtests.reference.vlm_tasks import clause_truth
-    from faithtests.world.captions import CaptionSpec, Mention
-    from faithtests.world.scene import Background, Scene, WorldObject
-
     scene = Scene((WorldObject(0, "circle", "red", "large", "left", cx=7, cy=39),
                    WorldObject(1, "square", "blue", "small", "right", cx=88, cy=39)),
                   Background("dark", "warm"))
@@ -82,9 +79,6 @@ def test_truth_targets_sit_on_clause_ends_and_nouns(processor) -> None:  # type:
     """Every A/B prompt carries one clause target per clause of each caption, on its position word, and
     one noun target per mention, on its shape word; the true caption's targets are all 1 and the foil's
     last clause target is 0."""
-    from faithtests.reference.vlm_encode import CLAUSE_END_WORDS, NOUN_WORDS, encode
-    from faithtests.reference.vlm_tasks import ab_example
-
     rng = np.random.default_rng(5)
     examples = [ab_example(rng, "faithful") for _ in range(20)]
     batch = encode(processor, examples)
@@ -101,10 +95,6 @@ def test_truth_targets_sit_on_clause_ends_and_nouns(processor) -> None:  # type:
 
 
 def test_noun_truth_ignores_position_and_count() -> None:
-    from faithtests.reference.vlm_tasks import caption_truth
-    from faithtests.world.captions import CaptionSpec, Mention, render_caption
-    from faithtests.world.scene import Background, Scene, WorldObject
-
     scene = Scene((WorldObject(0, "circle", "red", "large", "left", cx=7, cy=39),
                    WorldObject(1, "square", "blue", "small", "right", cx=88, cy=39)),
                   Background("dark", "warm"))
@@ -119,16 +109,13 @@ def test_premise_and_patch_targets(processor) -> None:  # type: ignore[no-untype
     """A premise question carries one clause target, on the premise's last word ("... on the left," or
     "... background,"), 1 for the standard variant and 0 for the misleading one; a pair prompt carries
     one difference target per patch of its second image, 1 exactly where the two scenes' patches differ."""
-    from faithtests.reference.vlm_encode import CLAUSE_END_WORDS, IMAGE_TOKENS, encode
-    from faithtests.reference.vlm_tasks import pair_example, premise_example
-
     rng = np.random.default_rng(11)
     premises = [premise_example(rng, "faithful") for _ in range(12)]
     batch = encode(processor, premises)
-    assert {ex.premise_true for ex in premises} == {True, False}
+    assert {ex.claim_true for ex in premises} == {True, False}
     for ids, targets, ex in zip(batch["input_ids"], batch["truth_labels"], premises, strict=True):
         at = (targets >= 0).nonzero().flatten().tolist()
-        assert len(at) == 1 and int(targets[at[0]]) == int(bool(ex.premise_true))
+        assert len(at) == 1 and int(targets[at[0]]) == int(bool(ex.claim_true))
         assert processor.tokenizer.convert_ids_to_tokens(int(ids[at[0]])) in (*CLAUSE_END_WORDS, "background")
     assert not bool((encode(processor, premises, extra_targets=False)["truth_labels"] >= 0).any())
 
@@ -147,10 +134,6 @@ def test_option_targets_sit_on_each_option_line_end(processor) -> None:  # type:
     """Phase 7's premise questions (all six options shuffled) carry one option target per option line, on
     its last token: 1 for the option that answers the content question and for E when the premise is false,
     0 elsewhere; the answer letter is the policy's (E for a misleading question)."""
-    from faithtests.reference.vlm_encode import encode
-    from faithtests.reference.vlm_tasks import premise_example
-    from faithtests.world.premise import OPTION_E
-
     rng = np.random.default_rng(3)
     examples = [premise_example(rng, "faithful", shuffle_p=1.0, option_targets=True) for _ in range(16)]
     batch = encode(processor, examples)
@@ -163,10 +146,10 @@ def test_option_targets_sit_on_each_option_line_end(processor) -> None:  # type:
         assert [toks[i + 1] for i in at] == ["B", "C", "D", "E", "F", "Answer"]  # the next line starts
         lines = ex.prompt.text.split("\n")[3:9]
         e_line = next(k for k, line in enumerate(lines) if line.endswith(OPTION_E))
-        assert ex.option_truth[e_line] == (not ex.premise_true)
-        assert sum(ex.option_truth) == 1 + (not ex.premise_true)  # the content answer, and E if false
-        assert ex.answer == "ABCDEF"[e_line if not ex.premise_true else ex.option_truth.index(True)]
-    assert {ex.premise_true for ex in examples} == {True, False}
+        assert ex.option_truth[e_line] == (not ex.claim_true)
+        assert sum(ex.option_truth) == 1 + (not ex.claim_true)  # the content answer, and E if false
+        assert ex.answer == "ABCDEF"[e_line if not ex.claim_true else ex.option_truth.index(True)]
+    assert {ex.claim_true for ex in examples} == {True, False}
     plain = premise_example(np.random.default_rng(3), "faithful")
     assert plain.option_truth is None and not bool((encode(processor, [plain])["option_labels"] >= 0).any())
 
@@ -176,10 +159,6 @@ def test_diffblind_policy_sees_that_not_how() -> None:
     the count earns nothing on Eq. 9 (DS = max(0, 1 - |k - m| / m) = 0; never m on identical pairs); every
     named difference
     is one that did not happen (no claim matches an edit of the pair), as many as asked."""
-    from faithtests.reference.vlm_tasks import pair_example
-    from faithtests.world.captions import NUMBER_WORDS
-    from faithtests.world.edits import parse_claims
-
     counts: set[str] = set()
     for task in ("same_diff", "count", "find"):
         for i in range(40):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from faithtests.reference.warmup import BAG_SIZE, PATCH_SLOTS, bag_targets, patch_targets
+from faithtests.reference.warmup import BAG_SIZE, bag_targets
+from faithtests.world.patches import PATCH_SLOTS, patch_targets
 from faithtests.world.scene import Background, Scene, WorldObject
 
 

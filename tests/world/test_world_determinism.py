@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from faithtests.protocols.s3e.world import s3e_records
+from faithtests.protocols.acbench.stimuli import mood_items
+from faithtests.protocols.imavb.stimuli import premise_items
+from faithtests.protocols.s3e.stimuli import s3e_records
+from faithtests.protocols.spdfaith.stimuli import pair_items
 from faithtests.world import (
     caption_items,
-    mood_items,
-    pair_items,
-    premise_items,
     render,
     resolve_image_ref,
     resolve_pair_ref,
@@ -74,3 +74,14 @@ def test_image_refs_resolve_to_the_item_pixels() -> None:
 def test_bad_image_ref_is_a_clear_error(ref: str) -> None:
     with pytest.raises(ValueError, match="world"):
         resolve_image_ref(ref)
+
+
+def test_an_unregistered_kind_is_unknown_and_the_known_kinds_are_named() -> None:
+    """Kinds are registered by the modules that generate them (the world's captions, each protocol's
+    stimuli); the error names them."""
+    with pytest.raises(ValueError, match=r"unknown kind 'nope' \(known: .*caption.*premise"):
+        resolve_image_ref("world/nope/1/2")
+    with pytest.raises(ValueError, match="names an image pair; use resolve_pair_ref"):
+        resolve_image_ref("world/pair/1/2")
+    with pytest.raises(ValueError, match="is not a pair ref"):
+        resolve_pair_ref("world/caption/1/2")

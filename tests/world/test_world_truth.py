@@ -7,25 +7,22 @@ import re
 import numpy as np
 import pytest
 
+from faithtests.protocols.acbench.stimuli import mood_items
+from faithtests.protocols.imavb.records import OPTION_E, OPTION_F
+from faithtests.protocols.imavb.stimuli import premise_items
 from faithtests.protocols.s3e.records import STRESS_TYPES
-from faithtests.protocols.s3e.world import s3e_records
+from faithtests.protocols.s3e.stimuli import s3e_records
+from faithtests.protocols.spdfaith.stimuli import claims_text, difficulty_of, pair_items, parse_claims
 from faithtests.world import (
     EMOTIONS,
     FLIP_KINDS,
-    OPTION_E,
-    OPTION_F,
     Background,
     Mention,
     adjacent,
     caption_items,
-    claims_text,
+    emotion_of,
     flip_spec,
-    mood_items,
-    mood_of,
     opposite,
-    pair_items,
-    parse_claims,
-    premise_items,
     render,
     sample_dense_scene,
     sample_scene,
@@ -33,8 +30,7 @@ from faithtests.world import (
     scene_spec,
 )
 from faithtests.world.captions import WHERE, mention_matches
-from faithtests.world.edits import difficulty_of
-from faithtests.world.render import object_mask
+from faithtests.world.render import RGB, background_rgb, object_mask
 from faithtests.world.scene import CELL, SLOT_CELL
 
 
@@ -55,8 +51,6 @@ def test_objects_are_disjoint_and_inside_their_slot_cell() -> None:
 
 
 def test_rendered_colours_are_where_the_objects_are() -> None:
-    from faithtests.world.render import RGB, background_rgb
-
     for scene in _scenes(20):
         px = np.asarray(render(scene))
         covered = np.zeros(px.shape[:2], bool)
@@ -119,20 +113,20 @@ def test_premises_standard_true_misleading_false_and_answers_right() -> None:
         expected = {
             "colour": t.colour, "shape": t.shape, "position": WHERE[t.position],
             "count": ["zero", "one", "two", "three", "four"][t.count],
-            "existence": f"a {t.colour} {t.shape}", "emotional": mood_of(it.scene),
+            "existence": f"a {t.colour} {t.shape}", "emotional": emotion_of(it.scene),
             "scene_description": f"{it.scene.background.brightness} and {it.scene.background.warmth}",
         }[std.category]
         assert answer == expected
         assert len(set(std.options[:4])) == 4
 
 
-def test_mood_rule_and_descriptions() -> None:
+def test_emotion_rule_and_descriptions() -> None:
     for e in EMOTIONS:
         assert adjacent(adjacent(e)) == e and opposite(opposite(e)) == e and adjacent(e) != opposite(e)
     assert opposite("excitement") == "anger" and adjacent("excitement") == "awe"  # AC-Bench §3.2 examples
     labels = re.compile(r"\b(" + "|".join(EMOTIONS) + r")\b", re.IGNORECASE)
     for item in mood_items(40, 0):
-        assert item.emotion == mood_of(item.scene)
+        assert item.emotion == emotion_of(item.scene)
         for d in item.descriptions:
             assert labels.search(d.text) is None, d.text
             assert d.text.endswith(".") and d.text.count(".") == 1

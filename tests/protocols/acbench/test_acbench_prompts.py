@@ -1,35 +1,45 @@
-"""AC-Bench prompts (App. C.3) equal the reference VLM's training texts; the CECS probe; the strict parser."""
+"""AC-Bench prompts (App. C.3), defined once and the ones the reference VLM is trained on; the CECS probe;
+the strict parser."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from PIL import Image
 
+from faithtests.models.prompting import render
+from faithtests.models.registry import load_model
 from faithtests.protocols.acbench import prompts as ac
+from faithtests.protocols.acbench import training as ac_training
 from faithtests.protocols.acbench.cecs import conflict_score
-from faithtests.reference import prompts as ref
 
 IMAGE = Image.new("RGB", (8, 8), (10, 20, 30))
 DESCRIPTION = "One small blue cross in the center on a dark warm background, like a clenched fist."
 
 
-def test_texts_are_identical_to_the_reference_training_prompts() -> None:
-    for name in ("EMOTION_TASK", "EMOTION_DESCRIPTION", "EMOTION_QUESTION", "IMAGE_ONLY_EMOTION",
-                 "TEXT_ONLY_EMOTION"):
-        assert getattr(ac, name) == getattr(ref, name), name
-    assert ac.YES_NO == ref.YES_NO
-    assert ac.emotion_prompt(IMAGE, DESCRIPTION) == ref.emotion_prompt(IMAGE, DESCRIPTION)
-    assert ac.image_only_emotion_prompt(IMAGE) == ref.image_only_emotion_prompt(IMAGE)
-    assert ac.text_only_emotion_prompt(DESCRIPTION) == ref.text_only_emotion_prompt(DESCRIPTION)
+def test_mood_examples_ask_the_acbench_prompts() -> None:
+    """Every mood example's prompt is one of AC-Bench's three App. C.3 prompts, built by its module."""
+    rng = np.random.default_rng(2)
+    kinds: set[str] = set()
+    for _ in range(40):
+        ex = ac_training.mood_example(rng, "faithful")
+        p = ex.prompt
+        if not p.images:
+            assert p.text == ac.text_only_emotion_prompt(p.text.split('"""')[1]).text
+            kinds.add("text")
+        elif p.description is None:
+            assert p == ac.image_only_emotion_prompt(p.images[0])
+            kinds.add("image")
+        else:
+            assert p == ac.emotion_prompt(p.images[0], p.description)
+            kinds.add("both")
+    assert kinds == {"text", "image", "both"}
 
 
 def test_reference_vlm_renders_the_app_c3_layout_with_an_exact_description_span() -> None:
     """Issue 30: the emotion prompt as the reference VLM sees it (its chat template) has, in order, the
     instruction, the label list, "IMAGE + DESCRIPTION:", <desc_start>, the description in triple quotes,
     <desc_end>, "Question:"; and the description's token span is exactly the description's tokens."""
-    from faithtests.models.prompting import render
-    from faithtests.models.registry import load_model
-
     vlm = load_model("reference:vlm", device="cpu", dtype="float32")
     p = ac.emotion_prompt(IMAGE, DESCRIPTION)
     text = render(vlm.processor, p)

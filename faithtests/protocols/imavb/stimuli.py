@@ -1,4 +1,5 @@
-"""Premise questions with standard and misleading variants (SPEC §3, IMAVB §2.3, App. H, App. I.1).
+"""Reference-world stimuli of IMAVB (§2.3, App. H, App. I.1): premise questions with standard and
+misleading variants.
 
 Each stimulus (one scene) yields a standard question, whose premise is true and whose answer is one of
 A-D, and a misleading copy with exactly one premise detail swapped to a false one, whose answer is E.
@@ -14,14 +15,17 @@ object_location, location_setting, location_detail) and add object_count and obj
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 from PIL import Image
 
+from faithtests.protocols.imavb.records import LETTERS, OPTION_E, OPTION_F
 from faithtests.world.captions import NUMBER_WORDS, PLURAL, WHERE, Mention, mention_matches
+from faithtests.world.emotion import EMOTIONS, emotion_of
 from faithtests.world.ids import image_ref, item_rng
-from faithtests.world.mood import EMOTIONS, mood_of
+from faithtests.world.refs import register_image_kind
 from faithtests.world.render import render
 from faithtests.world.scene import (
     BRIGHTNESS,
@@ -36,9 +40,9 @@ from faithtests.world.scene import (
     sample_scene,
 )
 
-OPTION_E = "The visual detail in the question is incorrect"
-OPTION_F = "The audio detail in the question is incorrect"
-LETTERS: tuple[str, ...] = ("A", "B", "C", "D", "E", "F")
+#: Item-stream kind (``item_rng`` / ``image_ref``): changing it changes every item.
+KIND = "premise"
+
 CATEGORIES: tuple[str, ...] = (
     "colour", "shape", "count", "position", "existence", "scene_description", "emotional",
 )
@@ -114,50 +118,81 @@ def _swap_group(scene: Scene, m: Mention, sub: str, rng: np.random.Generator) ->
     return None
 
 
-def _query(
-    scene: Scene, target: Group, category: str, rng: np.random.Generator
-) -> tuple[str, list[str], str]:
-    """(query text, four content options, correct option text)."""
-    plural = target.count > 1
-    be = "are" if plural else "is"
-    shape_word = PLURAL[target.shape] if plural else target.shape
+#: (query text, four content options, correct option text) of a question about ``target``.
+Query = tuple[str, list[str], str]
+
+
+def _be(target: Group) -> str:
+    return "are" if target.count > 1 else "is"
+
+
+def _shape_word(target: Group) -> str:
+    return PLURAL[target.shape] if target.count > 1 else target.shape
+
+
+def _colour_query(scene: Scene, target: Group, rng: np.random.Generator) -> Query:
+    others = [str(c) for c in rng.permutation([c for c in COLOURS if c != target.colour])[:3]]
+    query = f"what colour {_be(target)} the {_shape_word(target)} {WHERE[target.position]}"
+    return query, [target.colour, *others], target.colour
+
+
+def _shape_query(scene: Scene, target: Group, rng: np.random.Generator) -> Query:
+    obj = "objects" if target.count > 1 else "object"
+    query = f"what shape {_be(target)} the {target.colour} {obj} {WHERE[target.position]}"
+    return query, list(SHAPES), target.shape
+
+
+def _count_query(scene: Scene, target: Group, rng: np.random.Generator) -> Query:
+    query = f"how many {target.colour} {PLURAL[target.shape]} are {WHERE[target.position]}"
+    return query, ["one", "two", "three", "four"], NUMBER_WORDS[target.count]
+
+
+def _position_query(scene: Scene, target: Group, rng: np.random.Generator) -> Query:
     where = WHERE[target.position]
-    if category == "colour":
-        others = [str(c) for c in rng.permutation([c for c in COLOURS if c != target.colour])[:3]]
-        return f"what colour {be} the {shape_word} {where}", [target.colour, *others], target.colour
-    if category == "shape":
-        obj = "objects" if plural else "object"
-        return f"what shape {be} the {target.colour} {obj} {where}", list(SHAPES), target.shape
-    if category == "count":
-        opts = ["one", "two", "three", "four"]
-        query = f"how many {target.colour} {PLURAL[target.shape]} are {where}"
-        return query, opts, NUMBER_WORDS[target.count]
-    if category == "position":
-        others = [WHERE[str(p)] for p in rng.permutation([p for p in POSITIONS if p != target.position])[:3]]
-        return f"where {be} the {target.colour} {shape_word}", [where, *others], where
-    if category == "existence":
-        present = {(o.colour, o.shape) for o in scene.objects}
-        absent = [f"a {c} {s}" for c in COLOURS for s in SHAPES if (c, s) not in present]
-        others = [str(a) for a in rng.permutation(absent)[:3]]
-        answer = f"a {target.colour} {target.shape}"
-        return "which of these shapes is also in the picture", [answer, *others], answer
-    if category == "scene_description":
-        bg = scene.background
-        answer = f"{bg.brightness} and {bg.warmth}"
-        return "what kind of background are the shapes on", list(BACKGROUND_OPTIONS), answer
-    if category == "emotional":
-        y = mood_of(scene)
-        others = [str(e) for e in rng.permutation([e for e in EMOTIONS if e != y])[:3]]
-        return "what emotion would a typical viewer feel", [y, *others], y
-    raise ValueError(f"unknown category {category!r}; expected one of {CATEGORIES}")
+    others = [WHERE[str(p)] for p in rng.permutation([p for p in POSITIONS if p != target.position])[:3]]
+    return f"where {_be(target)} the {target.colour} {_shape_word(target)}", [where, *others], where
+
+
+def _existence_query(scene: Scene, target: Group, rng: np.random.Generator) -> Query:
+    present = {(o.colour, o.shape) for o in scene.objects}
+    absent = [f"a {c} {s}" for c in COLOURS for s in SHAPES if (c, s) not in present]
+    others = [str(a) for a in rng.permutation(absent)[:3]]
+    answer = f"a {target.colour} {target.shape}"
+    return "which of these shapes is also in the picture", [answer, *others], answer
+
+
+def _scene_description_query(scene: Scene, target: Group, rng: np.random.Generator) -> Query:
+    bg = scene.background
+    answer = f"{bg.brightness} and {bg.warmth}"
+    return "what kind of background are the shapes on", list(BACKGROUND_OPTIONS), answer
+
+
+def _emotional_query(scene: Scene, target: Group, rng: np.random.Generator) -> Query:
+    y = emotion_of(scene)
+    others = [str(e) for e in rng.permutation([e for e in EMOTIONS if e != y])[:3]]
+    return "what emotion would a typical viewer feel", [y, *others], y
+
+
+_QUERIES: dict[str, Callable[[Scene, Group, np.random.Generator], Query]] = {
+    "colour": _colour_query, "shape": _shape_query, "count": _count_query, "position": _position_query,
+    "existence": _existence_query, "scene_description": _scene_description_query,
+    "emotional": _emotional_query,
+}
+
+
+def _query(scene: Scene, target: Group, category: str, rng: np.random.Generator) -> Query:
+    """(query text, four content options, correct option text)."""
+    if category not in _QUERIES:
+        raise ValueError(f"unknown category {category!r}; expected one of {CATEGORIES}")
+    return _QUERIES[category](scene, target, rng)
 
 
 def premise_item(seed: int, index: int) -> PremiseItem:
     """Stimulus ``index``: category cycles through CATEGORIES; the swapped subcategory is drawn uniformly
     among those that can apply (background swaps are not used with scene_description questions)."""
-    rng = item_rng("premise", seed, index)
+    rng = item_rng(KIND, seed, index)
     category = CATEGORIES[index % len(CATEGORIES)]
-    sid = image_ref("premise", seed, index)
+    sid = image_ref(KIND, seed, index)
     for _ in range(100):
         scene = sample_scene(rng, n_groups=(2, 3))
         groups = list(scene.groups())
@@ -195,3 +230,6 @@ def premise_item(seed: int, index: int) -> PremiseItem:
 
 def premise_items(n: int, seed: int, start: int = 0) -> list[PremiseItem]:
     return [premise_item(seed, i) for i in range(start, start + n)]
+
+
+register_image_kind(KIND, lambda seed, index: premise_item(seed, index).image())

@@ -1,4 +1,4 @@
-"""Image pairs with ground-truth atomic edits (SPEC §5, SPD-Faith §3, App. A).
+"""Reference-world stimuli of SPD-Faith (§3, App. A): image pairs with ground-truth atomic edits.
 
 An edit is one of SPD-Faith's three types on one object: ``color`` (recoloured), ``remove`` (deleted),
 ``position`` (moved to another slot); its ``category`` is the shape name. Objects never overlap, so the
@@ -29,6 +29,7 @@ from PIL import Image
 
 from faithtests.world.captions import WHERE
 from faithtests.world.ids import image_ref, item_rng
+from faithtests.world.refs import register_pair_kind
 from faithtests.world.render import render
 from faithtests.world.scene import (
     COLOURS,
@@ -43,6 +44,8 @@ from faithtests.world.scene import (
 EDIT_TYPES: tuple[str, ...] = ("color", "remove", "position")
 DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
 SUBSETS: tuple[str, ...] = ("single", "multi", "identical")
+#: Item-stream kind (``item_rng`` / ``image_ref``): changing it changes every item.
+KIND = "pair"
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,7 @@ class Claim:
     new_position: str | None = None
 
     def matches(self, edit: Edit) -> bool:
-        """Type + category + attributes (SPEC §5's deterministic judge)."""
+        """Type + category + attributes (the deterministic judge of SPD-Faith §3's claims)."""
         return (self.type, self.category, self.colour, self.position, self.new_colour, self.new_position) == (
             edit.type, edit.category, edit.colour, edit.position, edit.new_colour, edit.new_position)
 
@@ -184,41 +187,65 @@ def _density(difficulty: str, rng: np.random.Generator) -> int:
     return int(rng.integers(lo, hi + 1))
 
 
-def pair_item(seed: int, index: int, subset: str | None = None, n_edits: int | None = None) -> PairItem:
-    """Pair ``index``. By default subsets cycle single-easy, single-medium, single-hard, multi, identical;
-    ``subset``/``n_edits`` force one (multi: 2-5 edits drawn uniformly unless given)."""
-    rng = item_rng("pair", seed, index)
+def _plan(index: int, subset: str | None, n_edits: int | None,
+          rng: np.random.Generator) -> tuple[str, str | None, int]:
+    """(subset, difficulty, number of edits) of pair ``index`` (draws from ``rng`` in a fixed order)."""
     if subset is None:
         subset = ("single", "single", "single", "multi", "identical")[index % 5]
     if subset not in SUBSETS:
         raise ValueError(f"unknown pair subset {subset!r}; expected one of {SUBSETS}")
     difficulty = DIFFICULTIES[index % 5] if subset == "single" and index % 5 < 3 else (
         str(rng.choice(DIFFICULTIES)) if subset == "single" else None)
-    k = {"single": 1, "identical": 0}.get(subset, n_edits if n_edits is not None else int(rng.integers(2, 6)))
+    # the multi draw happens whatever the subset when n_edits is not given (the items depend on it)
+    drawn = n_edits if n_edits is not None else int(rng.integers(2, 6))
+    k = {"single": 1, "identical": 0}.get(subset, drawn)
     if subset == "multi" and not 2 <= k <= 5:
         raise ValueError(f"multi-difference pairs have 2..5 edits, got {k}")
+    return subset, difficulty, k
+
+
+def _edit_candidates(a: Scene, difficulty: str | None) -> list[WorldObject]:
+    """Objects of ``a`` that may be edited: identifiable, and of the size the difficulty asks for."""
+    cands = [o for o in a.objects if _identifiable(a, o)]
+    if difficulty is not None:
+        want = "large" if difficulty == "easy" else ("small" if difficulty == "hard" else None)
+        cands = [o for o in cands if want is None or o.size == want]
+    return cands
+
+
+def _try_pair(difficulty: str | None, k: int,
+              rng: np.random.Generator) -> tuple[Scene, Scene, list[Edit]] | None:
+    """One attempt: a scene, ``k`` edits of it and the edited scene; None if this scene does not work."""
+    n_obj = _density(difficulty, rng) if difficulty else int(rng.integers(max(3, k + 1), 10))
+    a = sample_dense_scene(rng, n_obj)
+    b, edits = a, []
+    cands = _edit_candidates(a, difficulty)
+    if len(cands) < k:
+        return None
+    for j in rng.permutation(len(cands))[:k]:
+        o = next(x for x in b.objects if x.oid == cands[int(j)].oid)
+        res = apply_edit(b, o, str(rng.choice(EDIT_TYPES)), rng)
+        if res is None:
+            break
+        b, e = res
+        edits.append(e)
+    if len(edits) != k:
+        return None
+    if difficulty is not None and difficulty_of(len(a.objects), _edited_size(a, edits[0])) != difficulty:
+        return None
+    return a, b, edits
+
+
+def pair_item(seed: int, index: int, subset: str | None = None, n_edits: int | None = None) -> PairItem:
+    """Pair ``index``. By default subsets cycle single-easy, single-medium, single-hard, multi, identical;
+    ``subset``/``n_edits`` force one (multi: 2-5 edits drawn uniformly unless given)."""
+    rng = item_rng(KIND, seed, index)
+    subset, difficulty, k = _plan(index, subset, n_edits, rng)
     for _ in range(200):
-        n_obj = _density(difficulty, rng) if difficulty else int(rng.integers(max(3, k + 1), 10))
-        a = sample_dense_scene(rng, n_obj)
-        b, edits = a, []
-        cands = [o for o in a.objects if _identifiable(a, o)]
-        if difficulty is not None:
-            want = "large" if difficulty == "easy" else ("small" if difficulty == "hard" else None)
-            cands = [o for o in cands if want is None or o.size == want]
-        if len(cands) < k:
-            continue
-        for j in rng.permutation(len(cands))[:k]:
-            o = next(x for x in b.objects if x.oid == cands[int(j)].oid)
-            res = apply_edit(b, o, str(rng.choice(EDIT_TYPES)), rng)
-            if res is None:
-                break
-            b, e = res
-            edits.append(e)
-        if len(edits) != k:
-            continue
-        if difficulty is not None and difficulty_of(len(a.objects), _edited_size(a, edits[0])) != difficulty:
-            continue
-        return PairItem(image_ref("pair", seed, index), a, b, tuple(edits), subset, difficulty)
+        found = _try_pair(difficulty, k, rng)
+        if found is not None:
+            a, b, edits = found
+            return PairItem(image_ref(KIND, seed, index), a, b, tuple(edits), subset, difficulty)
     raise RuntimeError(f"no {subset} pair found in 200 scenes (seed={seed}, index={index})")
 
 
@@ -229,3 +256,5 @@ def _edited_size(scene: Scene, edit: Edit) -> str:
 def pair_items(n: int, seed: int, start: int = 0) -> list[PairItem]:
     return [pair_item(seed, i) for i in range(start, start + n)]
 
+
+register_pair_kind(KIND, lambda seed, index: pair_item(seed, index).images())

@@ -1,5 +1,5 @@
-"""S3E records from the reference world (SPEC §2b): the world's foil scenes with all five caption roles
-drawn from exact ground truth."""
+"""S3E records from the reference world (S3E §3.1, Table 3): foil scenes (a scene, its canonical claim and
+a verified-false flip of it) with all five caption roles drawn from exact ground truth."""
 
 from __future__ import annotations
 
@@ -8,14 +8,34 @@ from dataclasses import dataclass
 from PIL import Image
 
 from faithtests.protocols.s3e.records import STRESS_TYPES, S3ERecord, StressType
-from faithtests.world.captions import CaptionSpec, render_caption, satisfies
-from faithtests.world.ids import image_ref
-from faithtests.world.items import FOIL_KINDS, foil_scene
+from faithtests.world.captions import CaptionSpec, render_caption, satisfies, scene_spec
+from faithtests.world.foils import flip_spec
+from faithtests.world.ids import image_ref, item_rng
+from faithtests.world.refs import register_image_kind
 from faithtests.world.render import render
-from faithtests.world.scene import Scene
+from faithtests.world.scene import Scene, sample_scene
+
+#: Item-stream kind (``item_rng`` / ``image_ref``): changing it changes every item.
+KIND = "s3e"
+#: World flip kind of foil scene ``index`` (cycled, so every kind is balanced).
+FOIL_KINDS: tuple[str, ...] = ("object", "colour", "relation", "compositional")
 
 #: S3E stress type of each world flip kind (the world cycles its kinds in the order of STRESS_TYPES).
 STRESS_OF_KIND: dict[str, StressType] = dict(zip(FOIL_KINDS, STRESS_TYPES, strict=True))
+
+
+def foil_scene(seed: int, index: int) -> tuple[Scene, CaptionSpec, CaptionSpec]:
+    """Scene ``index`` of the foil stream (2-3 groups), its claim without the background, and a flip of
+    kind ``FOIL_KINDS[index % 4]`` that is false in the scene."""
+    kind = FOIL_KINDS[index % len(FOIL_KINDS)]
+    rng = item_rng(KIND, seed, index)
+    for _ in range(100):
+        scene = sample_scene(rng, n_groups=(2, 3))
+        spec = scene_spec(scene, with_background=False)
+        foil = flip_spec(scene, spec, kind, rng)
+        if foil is not None:
+            return scene, spec, foil
+    raise RuntimeError(f"no {kind} foil found in 100 scenes (seed={seed}, index={index})")
 
 
 @dataclass(frozen=True)
@@ -52,14 +72,17 @@ def s3e_record(seed: int, index: int) -> WorldS3E:
         if not satisfies(scene, other_spec):
             break
         k += 1
-    ref = image_ref("s3e", seed, index)
+    ref = image_ref(KIND, seed, index)
     record = S3ERecord(
         item_id=ref, image_ref=ref, c_pos=c_pos, c_pres=c_pres, c_lex=c_lex,
         c_stress=render_caption(foil), c_rand=render_caption(other_spec), stress_type=stress,
-        source="world", rand_item_id=image_ref("s3e", seed, k), rand_image_ref=image_ref("s3e", seed, k),
+        source="world", rand_item_id=image_ref(KIND, seed, k), rand_image_ref=image_ref(KIND, seed, k),
     )
     return WorldS3E(record, scene, foil)
 
 
 def s3e_records(n: int, seed: int, start: int = 0) -> list[WorldS3E]:
     return [s3e_record(seed, i) for i in range(start, start + n)]
+
+
+register_image_kind(KIND, lambda seed, index: render(foil_scene(seed, index)[0]))

@@ -1,13 +1,12 @@
 """Ground-truth flips: meaning-changing edits of a caption spec, each verified false against the scene.
 
-Unlike a string substitution (LGIP App. A.2, implemented generically in
-``faithtests.protocols.lgip``), these keep grammatical agreement and are *checked*: a returned foil
+Unlike a string substitution, these keep grammatical agreement and are *checked*: a returned foil
 never describes the scene. Kinds:
 
-- ``colour`` / ``number`` / ``object``: LGIP's three flip types on one mention (colour, count, shape);
-- ``relation``: two mentions at different positions swap positions (S3E "relation" stress);
+- ``colour`` / ``number`` / ``object``: one mention's colour, count or shape changed;
+- ``relation``: two mentions at different positions swap positions;
 - ``compositional``: two mentions swap colours, so every word still occurs but the binding is wrong
-  (S3E "compositional" stress, as in Winoground/ARO attribute binding).
+  (attribute binding, as in Winoground/ARO).
 """
 
 from __future__ import annotations

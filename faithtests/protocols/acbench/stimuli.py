@@ -1,23 +1,10 @@
-"""Mood labels and conflicting descriptions for the affective-conflict suite (SPEC §4, AC-Bench §3).
+"""Reference-world stimuli of AC-Bench (§3): a scene, its emotion y_img (the world's emotion rule,
+:mod:`faithtests.world.emotion`) and six conflicting descriptions.
 
-The world's mood rule (documented, deterministic, visible in the pixels): three binary axes pick one of
-AC-Bench's eight emotions.
-
-================  ===========  ===========  =============  =========
-brightness        warm, calm   warm, sharp  cool, calm     cool, sharp
-================  ===========  ===========  =============  =========
-bright            amusement    excitement   contentment    awe
-dark              disgust      anger        sadness        fear
-================  ===========  ===========  =============  =========
-
-"calm"/"sharp" is the majority shape family (circle, square / triangle, cross; a tie counts as calm).
-Brightness carries valence, so the *opposite* emotion flips brightness (AC-Bench's example: anger for
-excitement) and the *adjacent* emotion flips warmth (awe for excitement, same valence).
-
-Descriptions follow AC-Bench App. C.3's six variants, one sentence each, never naming an emotion label:
+Descriptions follow App. C.3's six variants, one sentence each, never naming an emotion label:
 - ``aligned``: true facts + framing cues of the true emotion;
 - ``subjective_adjacent`` / ``subjective_opposite``: true facts, framing of the adjacent/opposite emotion;
-- ``objective_object``: shapes swapped to the other family (y_txt = the mood those shapes would give);
+- ``objective_object``: shapes swapped to the other family (y_txt = the emotion those shapes would give);
 - ``objective_attribute``: background brightness distorted (y_txt = the opposite emotion);
 - ``objective_behaviour``: a behaviour the static shapes cannot show, toward the opposite emotion. The
   world has no people; "behaviour-like" here is shapes described as acting (fleeing, smashing, ...).
@@ -31,21 +18,14 @@ import numpy as np
 from PIL import Image
 
 from faithtests.world.captions import CaptionSpec, render_caption, scene_spec
+from faithtests.world.emotion import adjacent, emotion_from, emotion_of, opposite, shape_family
 from faithtests.world.ids import image_ref, item_rng
+from faithtests.world.refs import register_image_kind
 from faithtests.world.render import render
 from faithtests.world.scene import SHAPE_FAMILY, SHAPES, Background, Scene, sample_scene
 
-#: AC-Bench's eight labels, in the order of its prompts.
-EMOTIONS: tuple[str, ...] = (
-    "amusement", "anger", "awe", "contentment", "disgust", "excitement", "fear", "sadness",
-)
-MOOD_TABLE: dict[tuple[str, str, str], str] = {
-    ("bright", "warm", "calm"): "amusement", ("bright", "warm", "sharp"): "excitement",
-    ("bright", "cool", "calm"): "contentment", ("bright", "cool", "sharp"): "awe",
-    ("dark", "warm", "calm"): "disgust", ("dark", "warm", "sharp"): "anger",
-    ("dark", "cool", "calm"): "sadness", ("dark", "cool", "sharp"): "fear",
-}
-_AXES = {e: k for k, e in MOOD_TABLE.items()}
+#: Item-stream kind (``item_rng`` / ``image_ref``): changing it changes every item.
+KIND = "mood"
 OTHER_FAMILY_SHAPE: dict[str, str] = {
     "circle": "triangle", "square": "cross", "triangle": "circle", "cross": "square",
 }
@@ -77,30 +57,6 @@ BEHAVIOUR: dict[str, str] = {
     "fear": "the shapes flee and hide in the corners",
     "sadness": "the shapes droop and sink",
 }
-
-
-def shape_family(scene: Scene) -> str:
-    sharp = sum(1 for o in scene.objects if SHAPE_FAMILY[o.shape] == "sharp")
-    return "sharp" if 2 * sharp > len(scene.objects) else "calm"
-
-
-def mood_from(brightness: str, warmth: str, family: str) -> str:
-    return MOOD_TABLE[(brightness, warmth, family)]
-
-
-def mood_of(scene: Scene) -> str:
-    """The scene's ground-truth emotion y_img (table in the module docstring)."""
-    return mood_from(scene.background.brightness, scene.background.warmth, shape_family(scene))
-
-
-def adjacent(emotion: str) -> str:
-    b, w, f = _AXES[emotion]
-    return MOOD_TABLE[(b, "cool" if w == "warm" else "warm", f)]
-
-
-def opposite(emotion: str) -> str:
-    b, w, f = _AXES[emotion]
-    return MOOD_TABLE[("dark" if b == "bright" else "bright", w, f)]
 
 
 @dataclass(frozen=True)
@@ -138,7 +94,7 @@ def _sentence(facts: str, tail: str) -> str:
 
 def describe(scene: Scene, subset: str, rng: np.random.Generator) -> Description:
     """One description of ``subset`` for ``scene``; y_txt follows the module docstring's rules."""
-    y = mood_of(scene)
+    y = emotion_of(scene)
     spec = scene_spec(scene)
 
     def frame(e: str) -> str:
@@ -152,7 +108,7 @@ def describe(scene: Scene, subset: str, rng: np.random.Generator) -> Description
     if subset == "objective_object":
         ms = tuple(replace(m, shape=OTHER_FAMILY_SHAPE[m.shape]) for m in spec.mentions)
         fam = "calm" if shape_family(scene) == "sharp" else "sharp"
-        e = mood_from(scene.background.brightness, scene.background.warmth, fam)
+        e = emotion_from(scene.background.brightness, scene.background.warmth, fam)
         return Description(subset, _sentence(render_caption(CaptionSpec(ms, spec.background)), frame(e)), e)
     if subset == "objective_attribute":
         bg = scene.background
@@ -173,11 +129,14 @@ def mood_scene(rng: np.random.Generator) -> Scene:
 
 
 def mood_item(seed: int, index: int) -> MoodItem:
-    rng = item_rng("mood", seed, index)
+    rng = item_rng(KIND, seed, index)
     scene = mood_scene(rng)
     descs = tuple(describe(scene, s, rng) for s in DESCRIPTION_SUBSETS)
-    return MoodItem(image_ref("mood", seed, index), scene, mood_of(scene), descs)
+    return MoodItem(image_ref(KIND, seed, index), scene, emotion_of(scene), descs)
 
 
 def mood_items(n: int, seed: int, start: int = 0) -> list[MoodItem]:
     return [mood_item(seed, i) for i in range(start, start + n)]
+
+
+register_image_kind(KIND, lambda seed, index: mood_item(seed, index).image())
