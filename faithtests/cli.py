@@ -20,6 +20,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from faithtests.scorecard.baseline import Comparison, Tolerance, compare
+from faithtests.scorecard.comparison_text import format_comparison
+from faithtests.scorecard.frames import deltas_frame
+from faithtests.scorecard.html import render_html
 from faithtests.scorecard.model import GateMode
 from faithtests.scorecard.scorecard import (
     Scorecard,
@@ -53,8 +57,6 @@ def _read(path: str) -> Scorecard:
 
 
 def _tolerance(text: str) -> str:
-    from faithtests.scorecard.baseline import Tolerance
-
     try:
         Tolerance.parse(text)
     except ValueError as exc:
@@ -83,9 +85,38 @@ def _run_gate(sc: Scorecard) -> GateMode:
     return "ci" if sc.fingerprint.get("gate") == "ci" else "point"
 
 
-def _cmd_compare(args: argparse.Namespace) -> int:
-    from faithtests.scorecard.baseline import compare, format_comparison
+def _write_csv(comparison: Comparison, path: str) -> None:
+    """One row per metric (pandas-ready) to ``path``; ``-`` is stdout."""
+    frame = deltas_frame(comparison)
+    if path == "-":
+        frame.to_csv(sys.stdout, index=False)
+        return
+    try:
+        frame.to_csv(path, index=False)
+    except OSError as exc:
+        raise UsageError(f"--csv {path}: {exc}") from exc
 
+
+def _print_text(args: argparse.Namespace, comparison: Comparison, every: bool) -> None:
+    """The text report: the table, what was compared, the regressions' and missing results' verdicts."""
+    missing = comparison.missing
+    print(f"baseline: {args.a}\ncurrent:  {args.b}")
+    print(format_comparison(comparison, show_unchanged=not args.changed_only, max_flips=args.max_flips))
+    if not every:
+        print("compared the checked metrics only (--all: every metric)")
+    if comparison.regressions:
+        n, tol = len(comparison.regressions), comparison.tolerance
+        print(f"FAIL: {n} regression(s) beyond tolerance {tol}: exit status 1")
+    if missing:
+        tests = sorted({d.test for d in missing})
+        verdict = ("allowed by --allow-missing" if args.allow_missing
+                   else "exit status 1 (--allow-missing if B is a partial selection)")
+        print(f"{'note' if args.allow_missing else 'FAIL'}: {len(missing)} baseline result(s) of "
+              f"{len(tests)} test(s) are missing from B: {', '.join(tests[:5])}"
+              f"{' ...' if len(tests) > 5 else ''}; {verdict}")
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
     baseline, current = _read(args.a), _read(args.b)
     gate: GateMode = "ci" if args.regression == "paired" else "point" if args.regression else (
         args.gate or _run_gate(current))
@@ -94,33 +125,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     missing = comparison.missing
     status = 1 if comparison.regressions or (missing and not args.allow_missing) else 0
     if args.csv is not None:
-        from faithtests.scorecard.frames import deltas_frame
-
-        frame = deltas_frame(comparison)
+        _write_csv(comparison, args.csv)
         if args.csv == "-":
-            frame.to_csv(sys.stdout, index=False)
             return status
-        try:
-            frame.to_csv(args.csv, index=False)
-        except OSError as exc:
-            raise UsageError(f"--csv {args.csv}: {exc}") from exc
     if args.json:
         print(json.dumps(comparison.to_json(), indent=1))
     else:
-        print(f"baseline: {args.a}\ncurrent:  {args.b}")
-        print(format_comparison(comparison, show_unchanged=not args.changed_only, max_flips=args.max_flips))
-        if not every:
-            print("compared the checked metrics only (--all: every metric)")
-        if comparison.regressions:
-            n, tol = len(comparison.regressions), comparison.tolerance
-            print(f"FAIL: {n} regression(s) beyond tolerance {tol}: exit status 1")
-        if missing:
-            tests = sorted({d.test for d in missing})
-            verdict = ("allowed by --allow-missing" if args.allow_missing
-                       else "exit status 1 (--allow-missing if B is a partial selection)")
-            print(f"{'note' if args.allow_missing else 'FAIL'}: {len(missing)} baseline result(s) of "
-                  f"{len(tests)} test(s) are missing from B: {', '.join(tests[:5])}"
-                  f"{' ...' if len(tests) > 5 else ''}; {verdict}")
+        _print_text(args, comparison, every)
     if args.json and missing and not args.allow_missing:
         print(f"faithtests compare: {len(missing)} baseline result(s) missing from B: exit status 1",
               file=sys.stderr)
@@ -136,8 +147,6 @@ def _write_html(
     baseline_label: str | None = None,
     tolerance: str = "0",
 ) -> None:
-    from faithtests.scorecard.render import render_html
-
     # the gate the run was gated with, so delta cells agree with its stored regressions and verdicts
     html = render_html(sc, baseline, max_exemplars=max_exemplars, baseline_label=baseline_label,
                        tolerance=tolerance, gate=_run_gate(sc))

@@ -2,7 +2,7 @@
 
 A run layer (``protocols/*/run.py``) wraps its model loop::
 
-    with stage("S3E forced choice", total=len(records), model=vlm.spec) as p:
+    with stage("forced choice", total=len(records), model=vlm.spec) as p:
         for chunk in chunks:
             ...
             p.advance(len(chunk))
@@ -102,8 +102,8 @@ def format_rate(rate: float) -> str:
 
 
 def format_event(event: ProgressEvent) -> str:
-    """``S3E forced choice reference:vlm 120/480 (35/s, ETA 10s)``; when finished
-    ``S3E forced choice reference:vlm 480/480 in 13s (36/s)``."""
+    """``forced choice reference:vlm 120/480 (35/s, ETA 10s)``; when finished
+    ``forced choice reference:vlm 480/480 in 13s (36/s)``."""
     name = f"{event.stage} {event.model}" if event.model else event.stage
     count = f"{event.done}/{event.total}" if event.total is not None else str(event.done)
     rate, eta = rate_eta(event.done, event.total, event.elapsed)

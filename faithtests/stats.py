@@ -24,6 +24,10 @@ FloatArray = NDArray[np.float64]
 #: at all; the coverage rule's ``min_n`` (thresholds ``[coverage]``) guards verdicts on small n.
 MIN_BOOTSTRAP_UNITS = 2
 
+#: Resamples when a caller names none. Generic: a protocol's own count (its paper's) is declared in its
+#: manifest and passed explicitly.
+DEFAULT_RESAMPLES = 1000
+
 
 class UndefinedCI(tuple[float, float]):
     """The CI of a bootstrap that could not give an interval: (nan, nan) plus ``reason``, which the
@@ -93,14 +97,14 @@ def bootstrap_ci(
     values: ArrayLike,
     *,
     statistic: Callable[[FloatArray], float] | None = None,
-    n_resamples: int = 1000,
+    n_resamples: int = DEFAULT_RESAMPLES,
     level: float = 0.95,
     seed: int = 0,
 ) -> tuple[float, float]:
     """Percentile bootstrap CI of ``statistic`` (default: mean) over the rows of ``values``.
 
     Rows are the resampling unit: pass one row per image (or per item) so the CI is over images,
-    as LGIP/S3E/IMAVB report. Fewer than :data:`MIN_BOOTSTRAP_UNITS` rows give an :class:`UndefinedCI`.
+    as the papers report. Fewer than :data:`MIN_BOOTSTRAP_UNITS` rows give an :class:`UndefinedCI`.
     """
     x = np.asarray(values, dtype=np.float64)
     _check_finite(x, "bootstrap_ci")
@@ -124,11 +128,11 @@ def paired_bootstrap_ci(
     a: ArrayLike,
     b: ArrayLike,
     *,
-    n_resamples: int = 3000,
+    n_resamples: int = DEFAULT_RESAMPLES,
     level: float = 0.95,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """CI of mean(a - b) resampling items jointly (S3E §5: paired bootstrap over items, 3,000 resamples)."""
+    """CI of mean(a - b) resampling items jointly (a paired bootstrap over items)."""
     xa = np.asarray(a, dtype=np.float64)
     xb = np.asarray(b, dtype=np.float64)
     if xa.shape != xb.shape:
@@ -140,13 +144,13 @@ def cluster_bootstrap_ci(
     values: ArrayLike,
     clusters: Sequence[object],
     *,
-    n_resamples: int = 1000,
+    n_resamples: int = DEFAULT_RESAMPLES,
     level: float = 0.95,
     seed: int = 0,
 ) -> tuple[float, float]:
     """CI of the pooled mean of ``values`` resampling whole clusters (e.g. all pairs of one image).
 
-    LGIP pools its metric over (caption, variant) pairs; the CI resamples images so pairs of one image
+    A metric pooled over (caption, variant) pairs resamples images, so pairs of one image
     are never treated as independent. Fewer than :data:`MIN_BOOTSTRAP_UNITS` clusters give an
     :class:`UndefinedCI`.
     """
@@ -172,7 +176,7 @@ def cluster_bootstrap_sums_ci(
     clusters: Sequence[object],
     statistic: Callable[[FloatArray], FloatArray],
     *,
-    n_resamples: int = 1000,
+    n_resamples: int = DEFAULT_RESAMPLES,
     level: float = 0.95,
     seed: int = 0,
 ) -> tuple[float, float]:
@@ -183,8 +187,7 @@ def cluster_bootstrap_sums_ci(
     replacement, and ``statistic`` maps the resampled totals [n_resamples, k] to [n_resamples]
     (vectorised). Resamples where the statistic is undefined (NaN, e.g. a subset drawn empty) are
     left out of the quantiles; if all are, the CI is (nan, nan).
-    Ratios of sums cover pooled means, strength-weighted means (LGIP §4.3) and the relative increase
-    simple -> advanced (LGIP Table 4).
+    Ratios of sums cover pooled means, strength-weighted means and relative increases between two subsets.
     """
     x = np.asarray(columns, dtype=np.float64)
     if x.ndim != 2:
@@ -216,7 +219,7 @@ def cluster_bootstrap_ratio_ci(
     denominator: ArrayLike,
     clusters: Sequence[object],
     *,
-    n_resamples: int = 1000,
+    n_resamples: int = DEFAULT_RESAMPLES,
     level: float = 0.95,
     seed: int = 0,
 ) -> tuple[float, float]:

@@ -3,6 +3,8 @@ direct gather, memoised read-only, and the CIs built on it equal the direct perc
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -65,3 +67,15 @@ def test_row_ci_equals_the_gathered_mean_and_the_statistic_path() -> None:
     assert bootstrap_ci(x, n_resamples=1000, seed=4) == pytest.approx(direct, abs=1e-12)
     # a statistic of its own still resamples the same rows
     assert bootstrap_ci(x, statistic=np.mean, n_resamples=1000, seed=4) == pytest.approx(direct, abs=1e-12)
+
+
+def test_one_generic_resample_default() -> None:
+    """Every CI function defaults to the one generic count; a protocol passes its paper's explicitly."""
+    fns = (stats.bootstrap_ci, stats.paired_bootstrap_ci, stats.cluster_bootstrap_ci,
+           stats.cluster_bootstrap_sums_ci, stats.cluster_bootstrap_ratio_ci)
+    defaults = {f.__name__: inspect.signature(f).parameters["n_resamples"].default for f in fns}
+    assert defaults == dict.fromkeys(defaults, stats.DEFAULT_RESAMPLES)
+    # paired_bootstrap_ci used to default to 3,000 resamples (one protocol's count): now the generic one
+    x = np.random.default_rng(2).random(20)
+    ci = stats.paired_bootstrap_ci(x, np.zeros(20))
+    assert ci == bootstrap_ci(x, n_resamples=stats.DEFAULT_RESAMPLES) != bootstrap_ci(x, n_resamples=3000)

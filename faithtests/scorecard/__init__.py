@@ -1,11 +1,12 @@
 """Results model, scorecard JSON I/O, thresholds, baseline comparison, fingerprint and rendering.
 
 Pure Python (no torch, no pytest): a scorecard can be read, compared, merged and rendered without the
-run that produced it. ``render`` (jinja2) is imported on demand, not here; :func:`load` gives tidy
+run that produced it. ``html`` (jinja2) is imported on demand, not here; :func:`load` gives tidy
 pandas tables of a scorecard (pandas imported when a table is built).
 """
 
-from faithtests.scorecard.baseline import Comparison, Tolerance, compare, format_comparison
+from faithtests.scorecard.baseline import Comparison, Tolerance, compare
+from faithtests.scorecard.comparison_text import format_comparison
 from faithtests.scorecard.frames import LoadedScorecard, deltas_frame, load
 from faithtests.scorecard.model import (
     SCHEMA_VERSION,

@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from faithtests.scorecard.model import GateMode, MetricResult, test_key
+from faithtests.scorecard.model import GATE_RESAMPLES, GateMode, MetricResult, test_key
 from faithtests.scorecard.scorecard import Scorecard
 
 if TYPE_CHECKING:
@@ -268,10 +268,11 @@ def _judged(b: MetricResult, c: MetricResult, tol: Tolerance, gate: GateMode, re
     out = _delta(c, b.value, c.value, point)
     if b.value is None or c.value is None:
         return out
+    # lazy: numpy, only when a metric is in both runs (``faithtests render`` of one run needs none)
+    from faithtests.scorecard.paired import paired_delta, unpaired_ci
+
     paired = None
     if b.per_item is not None and c.per_item is not None:
-        from faithtests.scorecard.paired import paired_delta  # numpy: only when there is something to pair
-
         clusters = {**(b.per_item.clusters or {}), **(c.per_item.clusters or {})}
         paired = paired_delta(b.per_item.values, c.per_item.values, clusters or None,
                               higher_is_better=c.higher_is_better, b=resamples)
@@ -281,8 +282,6 @@ def _judged(b: MetricResult, c: MetricResult, tol: Tolerance, gate: GateMode, re
     if paired is not None and paired.ci is not None and _mostly_shared(b, c, paired.n):
         ci, basis, delta = paired.ci, "paired", paired.delta
     elif b.ci is not None and c.ci is not None:
-        from faithtests.scorecard.paired import unpaired_ci
-
         ci, basis = unpaired_ci(b.value, b.ci, c.value, c.ci), "unpaired"
     ci_status = point if ci is None else ci_classify(b.value, delta, ci, c.higher_is_better, tol)
     if basis == "paired" and ci_status in ("regression", "improvement") and point != ci_status:
@@ -318,7 +317,7 @@ def _flipped(a: float | bool, b: float | bool, tolerance: Tolerance) -> bool:
 
 def compare(
     current: Scorecard, baseline: Scorecard, tolerance: Tolerance | str | float = 0.0, *,
-    checked_only: bool = False, gate: GateMode = "point", resamples: int = 2000,
+    checked_only: bool = False, gate: GateMode = "point", resamples: int = GATE_RESAMPLES,
 ) -> Comparison:
     """Compare ``current`` against ``baseline`` (see the module docstring for the rules); ``resamples``
     is the paired bootstrap's B (seed 0, so one pair of scorecards always gets one verdict)."""
@@ -356,91 +355,6 @@ def compare(
     return Comparison(tolerance=tol, gate=gate, deltas=deltas, flips=flips)
 
 
-def _fmt(x: float | None) -> str:
-    if x is None:
-        return "—"
-    return f"{x:.4g}" if x != 0 and abs(x) < 1e-3 else f"{x:.3f}"
-
-
-def _fmt_delta(x: float | None) -> str:
-    return "—" if x is None else ("+" if x >= 0 else "") + _fmt(x)
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
-    out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return out
-
-
 def test_label(test: str) -> str:
     """The test part of a row: ``name[params]`` of its key (the file name left out)."""
     return test_key(test).partition("::")[2] or test
-
-
-def _fmt_ci(ci: tuple[float, float] | None) -> str:
-    return "—" if ci is None else f"[{_fmt_delta(ci[0])}, {_fmt_delta(ci[1])}]"
-
-
-def _fmt_paired(d: MetricDelta) -> str:
-    """``n=320 g>b=12 b>g=3 p=0.035`` (binary), ``n=320`` (numeric), ``—`` (not paired)."""
-    p = d.paired
-    if p is None:
-        return "—"
-    if not p.binary:
-        return f"n={p.n}"
-    mp = p.mcnemar_p if p.mcnemar_p is not None else 1.0
-    return f"n={p.n} g>b={p.good_to_bad} b>g={p.bad_to_good} p={mp:.3g}"
-
-
-def format_comparison(c: Comparison, *, show_unchanged: bool = True, max_flips: int = 50) -> str:
-    """A plain-text report: one row per key (status, test, metric, baseline, current, delta, the delta's
-    CI and its basis, the paired counts, and the ``ci`` gate's verdict), the items behind each
-    regression, then item flips. The test column tells apart one metric recorded by two tests
-    (``test_x[all]`` records ``PR[type=color]`` once per data set)."""
-    shown = [d for d in c.deltas if (show_unchanged or d.status != "unchanged") and d.gated]
-    rows = [
-        [
-            d.status.upper() if d.status == "regression" else d.status,
-            test_label(d.test),
-            d.label,
-            d.model,
-            d.variant,
-            _fmt(d.baseline),
-            _fmt(d.current),
-            _fmt_delta(d.delta),
-            _fmt_ci(d.delta_ci),
-            d.basis if d.delta_ci is not None else "—",
-            _fmt_paired(d),
-            d.ci_status or "—",
-            "higher" if d.higher_is_better else "lower",
-        ]
-        for d in shown
-    ]
-    header = ["status", "test", "metric", "model", "variant", "baseline", "current", "delta", "delta 95% CI",
-              "basis", "paired", "ci gate", "better"]
-    out = _table(header, rows)
-    out.append(
-        f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s), "
-        f"{len(c.new)} new, {len(c.missing)} missing (tolerance {c.tolerance}, gate {c.gate})"
-    )
-    if c.moved:
-        out.append(f"{len(c.moved)} metric(s) without a threshold check moved (listed, not gated; "
-                   "--json lists them, --all gates them)")
-    noise = [d for d in c._with("within noise") if d.gated]
-    if noise:
-        out.append(f"{len(noise)} move(s) beyond the tolerance within noise (the delta CI includes it)")
-    for d in c.regressions:
-        if d.moved:
-            out.append(f"{d.n_moved} item(s) moved in {test_label(d.test)} {d.label} ({d.model}), worst "
-                       f"first{f' (first {len(d.moved)} shown)' if d.n_moved > len(d.moved) else ''}:")
-            out += [f"  {f.item}: {f.baseline:g} -> {f.current:g}" for f in d.moved]
-    if c.flips:
-        out.append("")
-        out.append(f"{len(c.flips)} item(s) flipped:")
-        for f in c.flips[:max_flips]:
-            out.append(f"  {f.test} {f.name} {f.item}: {f.baseline} -> {f.current}")
-        if len(c.flips) > max_flips:
-            out.append(f"  ... {len(c.flips) - max_flips} more")
-    return "\n".join(out)

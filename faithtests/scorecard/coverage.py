@@ -1,6 +1,6 @@
 """Input coverage: how much of each dataset a run could use, counted honestly, and the coverage rule.
 
-Tests of one dataset report the same unusable inputs again (every LGIP test on SugarCrepe counts the
+Tests of one dataset report the same unusable inputs again (every test of one suite on SugarCrepe counts the
 same missing COCO images), so a run's coverage is counted once per dataset, never summed over tests:
 :func:`input_coverage` takes, per (dataset, kind), the largest count any test reported. A kind whose
 count differs between models (an unparseable answer, a non-finite score) is a property of the model and

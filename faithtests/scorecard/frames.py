@@ -47,7 +47,7 @@ class LoadedScorecard:
     def results_frame(self) -> pd.DataFrame:
         """One row per metric result; ``value`` / CI bounds are NaN where a metric was undefined and
         ``passed`` is None where it was recorded without a check."""
-        import pandas as pd
+        import pandas as pd  # lazy: pandas, only when a table is built (never on import faithtests)
 
         rows: list[dict[str, Any]] = []
         for t in self.scorecard.tests:
@@ -69,7 +69,7 @@ class LoadedScorecard:
     def items_frame(self) -> pd.DataFrame:
         """One row per item outcome: ``outcome`` as recorded (bool or number), ``value`` as a float
         (True -> 1.0), so per-item agreement between runs is one merge away."""
-        import pandas as pd
+        import pandas as pd  # lazy: pandas, only when a table is built (never on import faithtests)
 
         rows: list[dict[str, Any]] = []
         for t in self.scorecard.tests:
@@ -92,7 +92,7 @@ def load(path: str | os.PathLike[str], run: str | None = None) -> LoadedScorecar
 
 def deltas_frame(comparison: Comparison) -> pd.DataFrame:
     """One row per metric of either run (``faithtests compare --csv``)."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas, only when a table is built (never on import faithtests)
 
     rows = [{"suite": d.suite, "test": d.test, "model": d.model, "variant": d.variant, "metric": d.metric,
              "slice": d.slice, "baseline": d.baseline, "current": d.current, "delta": d.delta,

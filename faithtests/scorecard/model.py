@@ -16,6 +16,8 @@ SCHEMA_VERSION = 1
 Op = Literal[">=", ">", "<=", "<"]
 OPS: tuple[Op, ...] = (">=", ">", "<=", "<")
 GateMode = Literal["point", "ci"]
+#: Resamples (B) of the regression gate's paired bootstrap: one count for every metric, seed 0.
+GATE_RESAMPLES = 2000
 Verdict = Literal["pass", "fail", "insufficient"]
 
 

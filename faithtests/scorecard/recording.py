@@ -9,11 +9,7 @@ one test can record several models/variants side by side.
 
 from __future__ import annotations
 
-import base64
-import io
-import json
 import math
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal, cast
@@ -34,9 +30,22 @@ from faithtests.scorecard.model import (
 )
 from faithtests.scorecard.model import FaithCheckFailed as FaithCheckFailed  # re-exported: suites use it
 from faithtests.scorecard.model import FaithInsufficient as FaithInsufficient
-from faithtests.scorecard.thresholds import ThresholdError, Thresholds, higher_is_better
+from faithtests.scorecard.record_values import (
+    THUMBNAIL_SIDE,
+    count,
+    failure_message,
+    finite,
+    fmt_number,
+    json_safe,
+    metric_ci,
+    number,
+    per_item_values,
+    thumbnail_data_uri,
+)
+from faithtests.scorecard.thresholds import ResolvedThreshold, ThresholdError, Thresholds, higher_is_better
 
-THUMBNAIL_SIDE = 128
+__all__ = ["THUMBNAIL_SIDE", "Faith", "FaithCheckFailed", "FaithInsufficient", "MissingThresholdError",
+           "ThresholdDirectionError", "fmt_number", "items_key", "json_safe", "thumbnail_data_uri"]
 _EXEMPLAR_KEYS = frozenset({"image", "image_b", "texts", "scores", "reason"})
 PlotKind = Literal["line", "bar", "scatter"]
 
@@ -53,61 +62,6 @@ def items_key(name: str, model: str = "", variant: str = "base") -> str:
     """Key of an item set in :attr:`TestRecord.items`: the name, qualified by model/variant when bound
     (``"flips | clip | base"``) so two models' items in one test never collide."""
     return name if (not model and variant == "base") else f"{name} | {model} | {variant}"
-
-
-def json_safe(info: Mapping[str, Any], what: str) -> dict[str, Any]:
-    """A JSON round trip of ``info`` (``str`` for unknown types); NaN/inf are errors."""
-    try:
-        out: dict[str, Any] = json.loads(json.dumps(dict(info), default=str, allow_nan=False))
-    except ValueError as exc:
-        raise ValueError(f"{what}: {exc}") from None
-    return out
-
-
-def fmt_number(x: float | None) -> str:
-    if x is None:
-        return "undefined"
-    return f"{x:.3g}" if x != 0 and abs(x) < 1e-3 else f"{x:.3f}"
-
-
-def _finite(x: Any, what: str) -> float | None:
-    """float(x), or None for NaN; inf and non-numbers are errors (plots, items)."""
-    v = _value(x, what)
-    if v is not None and math.isinf(v):
-        raise ValueError(f"{what} is infinite ({v}); record NaN (undefined) or a finite value")
-    return v
-
-
-def _value(x: Any, what: str) -> float | None:
-    """float(x) (inf kept), or None for NaN; non-numbers are errors."""
-    if x is None:
-        return None
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise TypeError(f"{what} must be a number, got {type(x).__name__}: {x!r}") from None
-    return None if math.isnan(v) else v
-
-
-def thumbnail_data_uri(image: Any, max_side: int = THUMBNAIL_SIDE, quality: int = 80) -> str:
-    """A small JPEG thumbnail (longest side <= ``max_side``) of a PIL image, an image path, or an
-    HxW(x3) uint8 array, as a ``data:`` URI. Reading errors propagate (the caller decides)."""
-    from PIL import Image
-
-    if isinstance(image, str | os.PathLike):
-        with Image.open(image) as im:
-            im.load()
-            img = im.convert("RGB")
-    elif isinstance(image, Image.Image):
-        img = image.convert("RGB")
-    elif hasattr(image, "__array_interface__"):
-        img = Image.fromarray(image).convert("RGB")
-    else:
-        raise TypeError(f"exemplar image must be a PIL image, a path or an array, got {type(image).__name__}")
-    img.thumbnail((max_side, max_side))
-    buf = io.BytesIO()
-    img.save(buf, format="JPEG", quality=quality)
-    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 class Faith:
@@ -197,11 +151,8 @@ class Faith:
                 return i
         return None
 
-    def metric(self, name: str, value: Any, *, ci: Sequence[Any] | None = None, n: int | None = None,
-               higher_is_better: bool = True, slice: str | None = None,
-               per_item: ItemValues | Mapping[Any, Any] | None = None) -> MetricResult:
-        """Record a metric value (NaN -> undefined, which never passes a check). ``per_item``: the item
-        values (or an :class:`ItemValues` with clusters) the value is the mean of, for the paired gate."""
+    def _new_key(self, name: str, slice: str | None) -> str:
+        """``suite/name[slice]`` of a metric not yet recorded for the bound model/variant."""
         if not name or "[" in name or "]" in name:
             raise ValueError(f"metric name {name!r} must be non-empty without brackets (use slice=)")
         where = f"{self.suite}/{name}" + (f"[{slice}]" if slice else "")
@@ -209,36 +160,24 @@ class Faith:
             raise ValueError(
                 f"{where} recorded twice for model={self._model!r}, variant={self._variant!r}"
             )
-        v = _value(value, f"{where} value")
+        return where
+
+    def metric(self, name: str, value: Any, *, ci: Sequence[Any] | None = None, n: int | None = None,
+               higher_is_better: bool = True, slice: str | None = None,
+               per_item: ItemValues | Mapping[Any, Any] | None = None) -> MetricResult:
+        """Record a metric value (NaN -> undefined, which never passes a check). ``per_item``: the item
+        values (or an :class:`ItemValues` with clusters) the value is the mean of, for the paired gate."""
+        where = self._new_key(name, slice)
+        v = number(value, f"{where} value")
         if v is not None and math.isinf(v):  # a broken model's output, not a suite bug: undefined, said why
             self._infinite[(name, slice, self._model, self._variant)] = v
             v = None
-        ci_t: tuple[float, float] | None = None
-        ci_note: str | None = None
-        if ci is not None and v is not None:
-            if len(ci) != 2:
-                raise ValueError(f"{where}: ci must be (lo, hi), got {ci!r}")
-            lo, hi = _value(ci[0], f"{where} ci lo"), _value(ci[1], f"{where} ci hi")
-            if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
-                # stats.UndefinedCI says why (too few clusters); any other NaN bound is undefined too
-                ci_note = str(getattr(ci, "reason", "")
-                              or "undefined (the bootstrap gave no finite interval)")
-            elif lo > hi:
-                raise ValueError(f"{where}: ci {tuple(ci)!r} is not an interval lo <= hi")
-            else:
-                ci_t = (lo, hi)
-        if n is not None and (isinstance(n, bool) or int(n) != n or n < 0):
-            raise ValueError(f"{where}: n must be a non-negative integer, got {n!r}")
-        items = None if per_item is None else ItemValues.make(
-            per_item.values if isinstance(per_item, ItemValues) else per_item,
-            per_item.clusters if isinstance(per_item, ItemValues) else None, f"{where} per_item")
-        mean = items.mean() if items is not None else None
-        if v is not None and mean is not None and abs(mean - v) > 1e-5 * max(1.0, abs(v)):
-            raise ValueError(f"{where}: value {v:.6g} is not the mean of per_item ({mean:.6g})")
+        ci_t, ci_note = metric_ci(ci, v, where)
         result = MetricResult(
             suite=self.suite, test=self.test, metric=name, value=v, model=self._model,
-            variant=self._variant, ci=ci_t, n=int(n) if n is not None else None,
-            higher_is_better=bool(higher_is_better), slice=slice, ci_note=ci_note, per_item=items,
+            variant=self._variant, ci=ci_t, n=count(n, where),
+            higher_is_better=bool(higher_is_better), slice=slice, ci_note=ci_note,
+            per_item=per_item_values(per_item, v, where),
         )
         self.record.results.append(result)
         return result
@@ -264,13 +203,26 @@ class Faith:
             )
         r = self.record.results[idx]
         resolved = self.thresholds.lookup(self.suite, name, slice, self.families())
-        family: str | None = None
+        op, threshold = self._threshold(r, resolved, op, threshold, where)
+        self.record.results[idx] = r = self._judged(r, op, threshold, min_n, unit)
+        family = resolved.family if resolved is not None else None
+        inf = self._infinite.get((r.metric, r.slice, r.model, r.variant))
+        if r.insufficient:
+            raise FaithInsufficient(failure_message(r, family, inf))
+        if not r.passed:
+            raise FaithCheckFailed(failure_message(r, family, inf))
+        return r
+
+    def _threshold(self, r: MetricResult, resolved: ResolvedThreshold | None, op: Op | None,
+                   threshold: float | None, where: str) -> tuple[Op, float]:
+        """The check's op and threshold: the thresholds files', else the arguments; its direction must be
+        the metric's."""
         if resolved is not None:
-            op, threshold, family = resolved.op, resolved.value, resolved.family
+            op, threshold = resolved.op, resolved.value
         elif op is None or threshold is None:
             raise MissingThresholdError(
-                f"no threshold for suite {self.suite!r}, metric {name!r}"
-                + (f", slice {slice!r}" if slice else "")
+                f"no threshold for suite {self.suite!r}, metric {r.metric!r}"
+                + (f", slice {r.slice!r}" if r.slice else "")
                 + f" in {self.thresholds.describe_files()}, and check() was given no op and threshold"
             )
         if op is None or threshold is None:  # unreachable; narrows the types
@@ -278,11 +230,16 @@ class Faith:
         if higher_is_better(op) != r.higher_is_better:
             src = resolved.source if resolved is not None else "the check() arguments"
             raise ThresholdDirectionError(
-                f"{where}: threshold op {op!r} (from {src}) contradicts the metric's direction: {name} is "
-                f"recorded as {'higher' if r.higher_is_better else 'lower'}-is-better, so use "
+                f"{where}: threshold op {op!r} (from {src}) contradicts the metric's direction: "
+                f"{r.metric} is recorded as {'higher' if r.higher_is_better else 'lower'}-is-better, so use "
                 f"{'>=' if r.higher_is_better else '<='}"
             )
-        threshold = float(threshold)
+        return op, float(threshold)
+
+    def _judged(self, r: MetricResult, op: Op, threshold: float, min_n: int | None,
+                unit: str) -> MetricResult:
+        """``r`` with its verdict: the gate's compared value against the threshold, and the coverage
+        rule or too little data making it INSUFFICIENT (a fatal invalid input never does)."""
         gate: GateMode = self.gate if (r.ci is not None or r.ci_note) else "point"
         compared = r.value
         if gate == "ci":
@@ -295,20 +252,15 @@ class Faith:
         if short:
             coverage = "; ".join([*short, *([coverage] if coverage else [])])
         insufficient = coverage is not None and not fatal
-        self.record.results[idx] = r = replace(r, threshold=threshold, op=op, passed=ok and coverage is None,
-                                               gate=gate, coverage=coverage, insufficient=insufficient)
-        if insufficient:
-            raise FaithInsufficient(self._failure_message(r, family))
-        if not r.passed:
-            raise FaithCheckFailed(self._failure_message(r, family))
-        return r
+        return replace(r, threshold=threshold, op=op, passed=ok and coverage is None,
+                       gate=gate, coverage=coverage, insufficient=insufficient)
 
     def nonfinite(self, values: Any, items: Sequence[Any], *, what: str = "score") -> Any:
         """Screen model outputs: rows of ``values`` (one per item) holding NaN or inf are counted as invalid
         (kind ``'non-finite score'``, bound model/variant, item ids as examples) and every later
         :meth:`check` of this model fails with a message saying so. Returns the boolean mask of the
         finite rows, to aggregate only those."""
-        import numpy as np
+        import numpy as np  # lazy: numpy, only when a suite screens outputs
 
         x = np.asarray(values, dtype=np.float64)
         if x.shape[:1] != (len(items),):
@@ -318,37 +270,6 @@ class Faith:
         if bad:
             self.invalid(NONFINITE, len(bad), total=len(items), examples=bad)
         return ok
-
-    def _failure_message(self, r: MetricResult, family: str | None) -> str:
-        sl = f"[{r.slice}]" if r.slice else ""
-        stats = []
-        if r.ci is not None:
-            stats.append(f"95% CI {fmt_number(r.ci[0])}–{fmt_number(r.ci[1])}")
-        elif r.ci_note:
-            stats.append(f"95% CI {r.ci_note}")
-        if r.n is not None:
-            stats.append(f"n={r.n}")
-        paren = f" ({', '.join(stats)})" if stats else ""
-        gate = f"gate={r.gate}"
-        if r.gate == "ci" and r.ci is not None:
-            gate += f", bound {fmt_number(r.ci[0] if r.op in ('>=', '>') else r.ci[1])}"
-        if r.gate == "ci" and r.ci is None:
-            gate += f", no CI bound: CI {r.ci_note or 'undefined'}"
-        if r.inconclusive:
-            gate += ", inconclusive: the CI straddles the threshold"
-        labels = f"model={r.model or '-'}, variant={r.variant}" + (f", family={family}" if family else "")
-        inf = self._infinite.get((r.metric, r.slice, r.model, r.variant))
-        value = fmt_number(r.value) if inf is None else f"{inf} (non-finite: the model's outputs overflowed)"
-        if r.coverage is not None:
-            verdict = "no verdict: " + r.coverage
-            if r.value is not None and r.op is not None and r.threshold is not None:
-                verdict = (f"{'passes' if passes(r.value, r.op, r.threshold) else 'fails'} {r.op} "
-                           f"{fmt_number(r.threshold)} but has " + verdict)
-            return f"{r.suite}/{r.metric}{sl} = {value}{paren} {verdict} [{labels}]"
-        return (
-            f"{r.suite}/{r.metric}{sl} = {value}{paren} fails {r.op} "
-            f"{fmt_number(r.threshold)} ({gate}) [{labels}]"
-        )
 
     # -- everything else ----------------------------------------------------------------------------
     def exemplars(self, items: Iterable[Mapping[str, Any]]) -> list[Exemplar]:
@@ -419,7 +340,7 @@ class Faith:
             if type(outcome).__name__ in ("bool", "bool_"):  # Python and numpy (1.x: bool_, 2.x: bool)
                 store[iid] = bool(outcome)
                 continue
-            v = _finite(outcome, f"items({name!r})[{iid!r}]")
+            v = finite(outcome, f"items({name!r})[{iid!r}]")
             if v is None:
                 raise ValueError(f"items({name!r})[{iid!r}] is NaN; count it with faith.invalid() instead")
             store[iid] = v
@@ -440,7 +361,7 @@ class Faith:
                     raise ValueError(
                         f"plot {title!r}, series {s.name!r}: {len(vals)} {what} for {len(s.x)} x"
                     )
-                return [_finite(v, f"plot {title!r}, series {s.name!r} {what}") for v in vals]
+                return [finite(v, f"plot {title!r}, series {s.name!r} {what}") for v in vals]
 
             x = [v if isinstance(v, str) else float(v) for v in s.x]
             y = nums(s.y, "y") or []

@@ -111,44 +111,60 @@ def _test_plots(t: TestRecord) -> list[Markup]:
     return out
 
 
+_Cat = tuple[str, str, str]  # (metric, test label, slice or "")
+_Chart = tuple[str, bool, tuple[_Sig, ...]]  # (metric, higher is better, each bar series' threshold)
+
+
+def _charts(chosen: list[MetricResult], labels: dict[str, str]
+            ) -> tuple[dict[_Cat, dict[Column, MetricResult]], dict[_Chart, list[tuple[str, str]]]]:
+    """The results by bar group, and the bar groups (test, slice) of each chart: one chart per metric,
+    direction and set of per-model thresholds."""
+    by_cat: dict[_Cat, dict[Column, MetricResult]] = defaultdict(dict)
+    for r in chosen:
+        by_cat[(r.metric, labels[r.test], r.slice or "")][Column(r.model, r.variant)] = r
+    charts: dict[_Chart, list[tuple[str, str]]] = defaultdict(list)
+    for (metric, test, sl), cols in sorted(by_cat.items()):
+        sig = tuple(sorted((c.label, r.op, r.threshold) for c, r in cols.items()
+                           if r.op is not None and r.threshold is not None))
+        hib = next(iter(cols.values())).higher_is_better
+        charts[(metric, hib, sig)].append((test, sl))
+    return by_cat, charts
+
+
+def _bar_series(col: Column, names: list[float | str], rs: list[MetricResult | None]) -> Series:
+    """One model's bars (value and CI, NaN where it has no result) over the chart's bar groups."""
+    return Series(col.label, names,
+                  [math.nan if r is None or r.value is None else r.value for r in rs],
+                  [math.nan if r is None or r.ci is None else r.ci[0] for r in rs],
+                  [math.nan if r is None or r.ci is None else r.ci[1] for r in rs])
+
+
+def _auto_chart(suite: str, chart: _Chart, cats: list[tuple[str, str]],
+                by_cat: dict[_Cat, dict[Column, MetricResult]], columns: list[Column], kind: str) -> Markup:
+    metric, hib, sig = chart
+    used = [c for c in columns if any(c in by_cat[(metric, t, s)] for t, s in cats)]
+    one_test = len({t for t, _ in cats}) == 1  # then the slice alone names the bar group
+    names: list[float | str] = [
+        (s or "overall") if one_test else metric_label(t.split("::")[-1], s or None) for t, s in cats]
+    series = [_bar_series(col, names, [by_cat[(metric, t, s)].get(col) for t, s in cats]) for col in used]
+    lines = [ThresholdLine(th, op, label) for label, op, th in sig]
+    direction = "higher is better" if hib else "lower is better"
+    x_label = f"slice of {cats[0][0].split('::')[-1]}" if one_test else "test[slice]"
+    plot = Plot(f"{suite}: {metric} per model ({direction})", "bar", series, x_label=x_label,
+                y_label=metric)
+    note = f"{kind} metric; black dash: each model's threshold" if lines else f"{kind} metric"
+    return Markup(render_plot(plot, subtitle=note, thresholds=lines))
+
+
 def _auto_plots(suite: str, results: list[MetricResult], columns: list[Column],
                 labels: dict[str, str]) -> list[Markup]:
     """One bar chart per checked metric (per unchecked metric when nothing is checked): categories are
     the tests (and slices), bars the models, each bar with its own threshold. Categories whose
     thresholds differ for some model get a chart of their own, so a series never has two thresholds."""
     checked = [r for r in results if r.threshold is not None and r.op is not None]
-    chosen = checked or [r for r in results if r.slice is None]
-    by_cat: dict[tuple[str, str, str], dict[Column, MetricResult]] = defaultdict(dict)
-    for r in chosen:
-        by_cat[(r.metric, labels[r.test], r.slice or "")][Column(r.model, r.variant)] = r
-    charts: dict[tuple[str, bool, tuple[_Sig, ...]], list[tuple[str, str]]] = defaultdict(list)
-    for (metric, test, sl), cols in sorted(by_cat.items()):
-        sig = tuple(sorted((c.label, r.op, r.threshold) for c, r in cols.items()
-                           if r.op is not None and r.threshold is not None))
-        hib = next(iter(cols.values())).higher_is_better
-        charts[(metric, hib, sig)].append((test, sl))
-    out: list[Markup] = []
-    for (metric, hib, sig), cats in charts.items():
-        used = [c for c in columns if any(c in by_cat[(metric, t, s)] for t, s in cats)]
-        one_test = len({t for t, _ in cats}) == 1  # then the slice alone names the bar group
-        names: list[float | str] = [
-            (s or "overall") if one_test else metric_label(t.split("::")[-1], s or None) for t, s in cats]
-        series = []
-        for col in used:
-            rs = [by_cat[(metric, t, s)].get(col) for t, s in cats]
-            series.append(Series(col.label, names,
-                                 [math.nan if r is None or r.value is None else r.value for r in rs],
-                                 [math.nan if r is None or r.ci is None else r.ci[0] for r in rs],
-                                 [math.nan if r is None or r.ci is None else r.ci[1] for r in rs]))
-        lines = [ThresholdLine(th, op, label) for label, op, th in sig]
-        kind = "checked" if checked else "recorded"
-        direction = "higher is better" if hib else "lower is better"
-        x_label = f"slice of {cats[0][0].split('::')[-1]}" if one_test else "test[slice]"
-        plot = Plot(f"{suite}: {metric} per model ({direction})", "bar", series, x_label=x_label,
-                    y_label=metric)
-        note = f"{kind} metric; black dash: each model's threshold" if lines else f"{kind} metric"
-        out.append(Markup(render_plot(plot, subtitle=note, thresholds=lines)))
-    return out
+    by_cat, charts = _charts(checked or [r for r in results if r.slice is None], labels)
+    kind = "checked" if checked else "recorded"
+    return [_auto_chart(suite, chart, cats, by_cat, columns, kind) for chart, cats in charts.items()]
 
 
 def _image(uri: str | None, alt: str, max_chars: int, notes: list[str]) -> tuple[str, str] | None:
@@ -209,6 +225,37 @@ def _invalid(tests: list[TestRecord]) -> tuple[list[tuple[str, str, InvalidCount
                      for kind, ids in sorted(zero.items())]
 
 
+def _tables(name: str, results: list[MetricResult], columns: list[Column], labels: dict[str, str],
+            deltas: dict[Key, MetricDelta] | None) -> tuple[list[Row], list[tuple[str, list[Row]]]]:
+    """The main table's rows (unsliced results and every failing slice) and the slice groups."""
+    sliced = build_rows(name, [r for r in results if r.slice is not None], columns, labels, deltas)
+    surfaced = [replace(r, anchor=r.anchor + "-m") for r in sliced if r.failed]  # failing slices, in main
+    rows = build_rows(name, [r for r in results if r.slice is None], columns, labels, deltas)
+    rows = sorted([*rows, *surfaced], key=lambda r: (r.test, r.metric, r.slice or ""))
+    groups: dict[str, list[Row]] = defaultdict(list)
+    for row in sliced:
+        groups[f"{row.test} · {row.metric}"].append(row)
+    return rows, sorted(groups.items())
+
+
+def _anchors(name: str, results: list[MetricResult], labels: dict[str, str], rows: list[Row]
+             ) -> dict[Key, str]:
+    """Result key -> id of its row: the main table's copy of a failing slice when there is one."""
+    in_main = {r.anchor for r in rows}
+    anchors = {}
+    for r in results:
+        a = row_anchor(name, labels[r.test], r.metric, r.slice or "")
+        anchors[r.key] = a + "-m" if a + "-m" in in_main else a
+    return anchors
+
+
+def _outcomes(tests: list[TestRecord]) -> dict[str, int]:
+    outcomes: dict[str, int] = defaultdict(int)
+    for t in tests:
+        outcomes[t.outcome] += 1
+    return dict(outcomes)
+
+
 def suite_view(name: str, tests: list[TestRecord], deltas: dict[Key, MetricDelta] | None,
                seen: dict[str, str], max_exemplars: int, max_image_chars: int) -> SuiteView:
     results = sorted((r for t in tests for r in t.results), key=lambda r: r.key)
@@ -216,29 +263,15 @@ def suite_view(name: str, tests: list[TestRecord], deltas: dict[Key, MetricDelta
         {Column(r.model, r.variant) for r in results}, key=lambda c: (c.model, c.variant != "base", c.variant)
     )
     labels = row_labels(results)
-    sliced = build_rows(name, [r for r in results if r.slice is not None], columns, labels, deltas)
-    surfaced = [replace(r, anchor=r.anchor + "-m") for r in sliced if r.failed]  # failing slices, in main
-    rows = build_rows(name, [r for r in results if r.slice is None], columns, labels, deltas)
-    rows = sorted([*rows, *surfaced], key=lambda r: (r.test, r.metric, r.slice or ""))
-    in_main = {r.anchor for r in rows}
-    groups: dict[str, list[Row]] = defaultdict(list)
-    for row in sliced:
-        groups[f"{row.test} · {row.metric}"].append(row)
+    rows, slice_groups = _tables(name, results, columns, labels, deltas)
     plots = [p for t in tests for p in _test_plots(t)] + _auto_plots(name, results, columns, labels)
     invalid, invalid_zero = _invalid(tests)
-    outcomes: dict[str, int] = defaultdict(int)
-    for t in tests:
-        outcomes[t.outcome] += 1
-    anchors = {}
-    for r in results:
-        a = row_anchor(name, labels[r.test], r.metric, r.slice or "")
-        anchors[r.key] = a + "-m" if a + "-m" in in_main else a
     return SuiteView(
         name=name,
         anchor=slug("s-", name),
         columns=columns,
         rows=rows,
-        slice_groups=sorted(groups.items()),
+        slice_groups=slice_groups,
         plots=plots,
         invalid=invalid,
         invalid_zero=invalid_zero,
@@ -248,6 +281,6 @@ def suite_view(name: str, tests: list[TestRecord], deltas: dict[Key, MetricDelta
         checks_failed=sum(r.verdict == "fail" for r in results),
         checks_insufficient=sum(r.verdict == "insufficient" for r in results),
         checks_inconclusive=sum(bool(r.inconclusive) for r in results),
-        outcomes=dict(outcomes),
-        anchors=anchors,
+        outcomes=_outcomes(tests),
+        anchors=_anchors(name, results, labels, rows),
     )

@@ -63,47 +63,69 @@ def _context(t: TestRecord, model: str) -> str:
     return params or test_params(t.test)
 
 
+_Failing = dict[Column, list[tuple[str, str, str, TestRecord]]]  # (label, href, suite, test) per column
+
+
+class _Columns(dict[Column, Verdict]):
+    """The verdict rows by column, each made on first use."""
+
+    def get_or_add(self, col: Column) -> Verdict:
+        if col not in self:
+            self[col] = Verdict(col.label, slug("v-", col.model, col.variant))
+        return self[col]
+
+
+def _add_results(by_col: _Columns, t: TestRecord, anchors: dict[Key, str], failing: _Failing) -> None:
+    """A test's checks: passes, inconclusive counts and insufficient checks now; failures in ``failing``
+    (they are named once every test is seen, to tell apart two failures of one metric)."""
+    for r in t.results:
+        v = by_col.get_or_add(Column(r.model, r.variant))
+        v.passed += r.passed is True
+        v.inconclusive += bool(r.inconclusive)
+        if r.insufficient and r.passed is False:
+            v.insufficient.append(Link(metric_label(r.metric, r.slice), anchors.get(r.key, ""),
+                                       f"{r.suite}: {r.coverage or ''}"[:300]))
+        elif r.passed is False:
+            failing[Column(r.model, r.variant)].append(
+                (metric_label(r.metric, r.slice), anchors.get(r.key, ""), r.suite, t))
+
+
+def _add_outcome(by_col: _Columns, t: TestRecord, suite_anchor: dict[str, str]) -> None:
+    """A test that ran out of data, or failed/errored, without a check saying so: every column it
+    recorded (the "(no model)" row when it recorded nothing)."""
+    cols = {Column(r.model, r.variant) for r in t.results} or {Column("", "base")}
+    if t.outcome == "insufficient" and not any(r.insufficient for r in t.results):
+        for col in cols:
+            by_col.get_or_add(col).insufficient.append(
+                Link(f"test {strip_file(t.test)}", suite_anchor.get(t.suite, ""), t.message[:300]))
+    if t.outcome in ("failed", "error") and not any(r.passed is False for r in t.results):
+        link = Link(strip_file(t.test), suite_anchor.get(t.suite, ""), t.message[:300])
+        for col in cols:
+            by_col.get_or_add(col).broken_tests.append(link)
+
+
+def _add_failed(by_col: _Columns, failing: _Failing) -> None:
+    """Failed checks, a label shared by two failures of one column told apart by its context."""
+    for col, items in failing.items():
+        seen = Counter(text for text, *_ in items)
+        for text, href, suite, t in items:
+            shown = text if seen[text] == 1 else f"{text} · {_context(t, col.model)}"
+            by_col.get_or_add(col).failed.append(Link(shown, href, f"{suite}: {strip_file(t.test)}"))
+
+
 def verdicts(
     sc: Scorecard, anchors: dict[Key, str], suite_anchor: dict[str, str], regressed: list[Key]
 ) -> list[Verdict]:
     """One :class:`Verdict` per model/variant, plus a trailing "(no model)" row for broken tests that
     recorded nothing (their failure is attributed to no column, so it must be visible on its own)."""
-    by_col: dict[Column, Verdict] = {}
-
-    def get(col: Column) -> Verdict:
-        if col not in by_col:
-            by_col[col] = Verdict(col.label, slug("v-", col.model, col.variant))
-        return by_col[col]
-
-    failing: dict[Column, list[tuple[str, str, str, TestRecord]]] = defaultdict(list)
+    by_col = _Columns()
+    failing: _Failing = defaultdict(list)
     for t in sc.tests:
-        cols = {Column(r.model, r.variant) for r in t.results}
-        for r in t.results:
-            v = get(Column(r.model, r.variant))
-            v.passed += r.passed is True
-            v.inconclusive += bool(r.inconclusive)
-            if r.insufficient and r.passed is False:
-                v.insufficient.append(Link(metric_label(r.metric, r.slice), anchors.get(r.key, ""),
-                                           f"{r.suite}: {r.coverage or ''}"[:300]))
-            elif r.passed is False:
-                failing[Column(r.model, r.variant)].append(
-                    (metric_label(r.metric, r.slice), anchors.get(r.key, ""), r.suite, t))
-        if t.outcome == "insufficient" and not any(r.insufficient for r in t.results):
-            for col in cols or {Column("", "base")}:
-                get(col).insufficient.append(Link(f"test {strip_file(t.test)}", suite_anchor.get(t.suite, ""),
-                                                  t.message[:300]))
-        if t.outcome in ("failed", "error") and not any(r.passed is False for r in t.results):
-            link = Link(strip_file(t.test), suite_anchor.get(t.suite, ""), t.message[:300])
-            for col in cols or {Column("", "base")}:
-                get(col).broken_tests.append(link)
-    for col, items in failing.items():
-        seen = Counter(text for text, *_ in items)
-        for text, href, suite, t in items:
-            shown = text if seen[text] == 1 else f"{text} · {_context(t, col.model)}"
-            get(col).failed.append(Link(shown, href, f"{suite}: {strip_file(t.test)}"))
+        _add_results(by_col, t, anchors, failing)
+        _add_outcome(by_col, t, suite_anchor)
+    _add_failed(by_col, failing)
     for key in regressed:
-        col = Column(key[1], key[2])
-        get(col).regressions.append(
+        by_col.get_or_add(Column(key[1], key[2])).regressions.append(
             Link(metric_label(key[3], key[4] or None), anchors.get(key, ""), strip_file(key[0])))
     return [by_col[c] for c in sorted(by_col, key=lambda c: (c.model == "", c.model, c.variant != "base",
                                                              c.variant))]

@@ -1,6 +1,6 @@
 """The scorecard's table model: columns (model · variant), rows (test · metric · slice) and cells.
 
-Pure data for the templates of :mod:`faithtests.scorecard.render`; no jinja here. Every result key
+Pure data for the templates of :mod:`faithtests.scorecard.html`; no jinja here. Every result key
 gets one row anchor (:func:`row_anchor`) that the verdict block and the regression list link to.
 """
 
@@ -72,12 +72,12 @@ def slug(prefix: str, *parts: object) -> str:
 
 
 def node_function(node_id: str) -> str:
-    """``suites/test_lgip.py::TestX::test_inv[clip-base]`` -> ``TestX::test_inv`` (no file, no params)."""
+    """``suites/test_x.py::TestX::test_inv[clip-base]`` -> ``TestX::test_inv`` (no file, no params)."""
     return strip_file(node_id).split("[", 1)[0]
 
 
 def strip_file(node_id: str) -> str:
-    """``suites/test_lgip.py::test_inv[world-clip]`` -> ``test_inv[world-clip]``: the parametrised test."""
+    """``suites/test_x.py::test_inv[world-clip]`` -> ``test_inv[world-clip]``: the parametrised test."""
     return node_id.split("::", 1)[1] if "::" in node_id else node_id
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from faithtests.scorecard.baseline import Comparison, MetricDelta, format_comparison
+from faithtests.scorecard.baseline import Comparison, MetricDelta
+from faithtests.scorecard.comparison_text import format_comparison
 from faithtests.scorecard.coverage import coverage_line, input_coverage, truncation_lines
 from faithtests.scorecard.model import MetricResult, TestRecord
 from faithtests.scorecard.scorecard import Scorecard
@@ -95,30 +96,87 @@ def _name(suite: str, metric: str, slice: str | None, variant: str) -> str:
     return f"{suite}/{metric}{sl}" + ("" if variant == "base" else f" ({variant})")
 
 
+def _stuck_tests(tests: Sequence[TestRecord]) -> dict[str, TestRecord]:
+    """Tests that ran out of data at a step with no check to say so."""
+    return {t.test: t for t in tests if t.outcome == "insufficient"}
+
+
+def _models_of(t: TestRecord) -> set[str]:
+    return {r.model for r in t.results} or {""}
+
+
+def _insufficient_names(model: str, checks: list[MetricResult], stuck: Mapping[str, TestRecord]) -> list[str]:
+    """The model's checks with too little data, then its tests that ran out of data without a check."""
+    short = [_name(r.suite, r.metric, r.slice, r.variant) for r in checks if r.verdict == "insufficient"]
+    return short + [f"test {t.test.partition('::')[2] or t.test}" for t in stuck.values()
+                    if model in _models_of(t) and not any(r.insufficient for r in t.results)]
+
+
+def _model_line(model: str, results: Sequence[MetricResult], regressions: Sequence[MetricDelta],
+                stuck: Mapping[str, TestRecord]) -> str:
+    checks = [r for r in results if r.passed is not None and r.model == model]
+    failed = [_name(r.suite, r.metric, r.slice, r.variant) for r in checks if r.verdict == "fail"]
+    short = _insufficient_names(model, checks, stuck)
+    regs = [_name(d.suite, d.metric, d.slice, d.variant) for d in regressions if d.model == model]
+    parts = [f"{what} {len(names)}: {', '.join(names)}" for what, names in
+             (("failed", failed), ("regressed", regs), ("insufficient data", short)) if names]
+    word = "FAIL" if failed or regs else ("INSUFFICIENT" if short else "PASS")
+    return f"{word} model {model or '-'}: {len(checks)} check(s), {'; '.join(parts) or 'all passed'}"
+
+
 def model_verdicts(results: Sequence[MetricResult], regressions: Sequence[MetricDelta] = (),
                    tests: Sequence[TestRecord] = ()) -> list[str]:
-    """One line per model: ``FAIL model reference:vlm: 12 check(s), failed 2: premise_rejection/mis_v,
+    """One line per model: ``FAIL model reference:vlm: 12 check(s), failed 2: suite_a/metric_x,
     ...``; FAIL also on a regression against the baseline, INSUFFICIENT (never PASS) when a check or a
     test of the model had too little data and nothing failed."""
-    out = []
-    stuck = {t.test: t for t in tests if t.outcome == "insufficient"}  # a step ran out of data (no check)
+    stuck = _stuck_tests(tests)
     models = {r.model for r in results if r.passed is not None} | {d.model for d in regressions}
     for t in stuck.values():
-        models |= {r.model for r in t.results} or {""}
-    for model in sorted(models):
-        checks = [r for r in results if r.passed is not None and r.model == model]
-        failed = [_name(r.suite, r.metric, r.slice, r.variant) for r in checks if r.verdict == "fail"]
-        short = [_name(r.suite, r.metric, r.slice, r.variant) for r in checks if r.verdict == "insufficient"]
-        short += [f"test {t.test.partition('::')[2] or t.test}" for t in stuck.values()
-                  if model in ({r.model for r in t.results} or {""})
-                  and not any(r.insufficient for r in t.results)]
-        regs = [_name(d.suite, d.metric, d.slice, d.variant) for d in regressions if d.model == model]
-        parts = [f"failed {len(failed)}: {', '.join(failed)}"] if failed else []
-        parts += [f"regressed {len(regs)}: {', '.join(regs)}"] if regs else []
-        parts += [f"insufficient data {len(short)}: {', '.join(short)}"] if short else []
-        word = "FAIL" if failed or regs else ("INSUFFICIENT" if short else "PASS")
-        out.append(f"{word} model {model or '-'}: {len(checks)} check(s), {'; '.join(parts) or 'all passed'}")
-    return out
+        models |= _models_of(t)
+    return [_model_line(model, results, regressions, stuck) for model in sorted(models)]
+
+
+def _counts_line(sc: Scorecard, checked: list[MetricResult]) -> str:
+    failed = sum(r.verdict == "fail" for r in checked)
+    short = sum(r.verdict == "insufficient" for r in checked)
+    inconclusive = sum(bool(r.inconclusive) for r in checked)
+    return (f"{len(sc.tests)} test(s), {len(sc.results)} result(s), {len(checked)} check(s), "
+            f"{failed} failed" + (f", {short} insufficient" if short else "")
+            + (f", {inconclusive} inconclusive" if inconclusive else ""))
+
+
+def _insufficient_lines(sc: Scorecard, checked: list[MetricResult]) -> list[str]:
+    """Checks that failed their coverage rule, and tests that ran out of data without a check."""
+    lines = []
+    for r in checked:
+        if r.coverage is not None:
+            word = "INSUFFICIENT" if r.insufficient else "FAIL coverage"
+            lines.append(f"{word} {r.suite}/{r.metric}" + (f"[{r.slice}]" if r.slice else "")
+                         + f" [model={r.model or '-'}, variant={r.variant}]: {r.coverage}")
+    for t in sc.tests:
+        if t.outcome == "insufficient" and not any(r.insufficient for r in t.results):
+            lines.append(f"INSUFFICIENT test {t.test}: {t.message}")
+    return lines
+
+
+def _comparison_lines(sc: Scorecard, comparison: Comparison, full: bool) -> list[str]:
+    """The baseline comparison: counts, each regression with its evidence, metrics that moved."""
+    lines = ["", f"baseline: {sc.baseline} (tolerance {comparison.tolerance}): "
+                 f"{len(comparison.regressions)} regression(s), {len(comparison.improvements)} "
+                 f"improvement(s), {len(comparison.new)} new, {len(comparison.missing)} missing, "
+                 f"{len(comparison.flips)} item flip(s)"]
+    for d in comparison.regressions:
+        lines.append(f"REGRESSION {d.label} [model={d.model or '-'}, variant={d.variant}]: "
+                     f"{_num(d.baseline)} -> {_num(d.current)} ({d.test}){_evidence(d)}")
+    moved = comparison.moved
+    for d in moved[:MAX_MOVED_LINES]:
+        lines.append(f"moved (not gated: no threshold check) {d.label} [model={d.model or '-'}, "
+                     f"variant={d.variant}]: {_num(d.baseline)} -> {_num(d.current)} ({d.test})")
+    if len(moved) > MAX_MOVED_LINES:
+        lines.append(f"... {len(moved) - MAX_MOVED_LINES} more moved metric(s) (-v lists all)")
+    if full:
+        lines += format_comparison(comparison, show_unchanged=False).splitlines()
+    return lines
 
 
 def summary_lines(sc: Scorecard, written: Sequence[Path], comparison: Comparison | None,
@@ -130,44 +188,17 @@ def summary_lines(sc: Scorecard, written: Sequence[Path], comparison: Comparison
     if sc.status != "complete":
         lines.append(f"status: {sc.status} (partial results)")
     results = sc.results
-    datasets = {t.test: t.dataset for t in sc.tests}
     checked = [r for r in results if r.passed is not None]
-    failed = [r for r in checked if r.verdict == "fail"]
-    short = [r for r in checked if r.verdict == "insufficient"]
-    inconclusive = sum(bool(r.inconclusive) for r in checked)
-    lines.append(f"{len(sc.tests)} test(s), {len(results)} result(s), {len(checked)} check(s), "
-                 f"{len(failed)} failed" + (f", {len(short)} insufficient" if short else "")
-                 + (f", {inconclusive} inconclusive" if inconclusive else ""))
+    lines.append(_counts_line(sc, checked))
     if results:
+        datasets = {t.test: t.dataset for t in sc.tests}
         lines += results_table(results, max_rows=None if full else MAX_ROWS, datasets=datasets)
-    if inconclusive:
+    if any(r.inconclusive for r in checked):
         lines.append(INCONCLUSIVE_NOTE)
     lines += [coverage_line(c) for c in input_coverage(sc)] + truncation_lines(sc)
-    for r in checked:
-        if r.coverage is not None:
-            word = "INSUFFICIENT" if r.insufficient else "FAIL coverage"
-            lines.append(f"{word} {r.suite}/{r.metric}" + (f"[{r.slice}]" if r.slice else "")
-                         + f" [model={r.model or '-'}, variant={r.variant}]: {r.coverage}")
-    for t in sc.tests:
-        if t.outcome == "insufficient" and not any(r.insufficient for r in t.results):
-            lines.append(f"INSUFFICIENT test {t.test}: {t.message}")
+    lines += _insufficient_lines(sc, checked)
     if comparison is not None:
-        lines.append("")
-        lines.append(f"baseline: {sc.baseline} (tolerance {comparison.tolerance}): "
-                     f"{len(comparison.regressions)} regression(s), {len(comparison.improvements)} "
-                     f"improvement(s), {len(comparison.new)} new, {len(comparison.missing)} missing, "
-                     f"{len(comparison.flips)} item flip(s)")
-        for d in comparison.regressions:
-            lines.append(f"REGRESSION {d.label} [model={d.model or '-'}, variant={d.variant}]: "
-                         f"{_num(d.baseline)} -> {_num(d.current)} ({d.test}){_evidence(d)}")
-        moved = comparison.moved
-        for d in moved[:MAX_MOVED_LINES]:
-            lines.append(f"moved (not gated: no threshold check) {d.label} [model={d.model or '-'}, "
-                         f"variant={d.variant}]: {_num(d.baseline)} -> {_num(d.current)} ({d.test})")
-        if len(moved) > MAX_MOVED_LINES:
-            lines.append(f"... {len(moved) - MAX_MOVED_LINES} more moved metric(s) (-v lists all)")
-        if full:
-            lines += format_comparison(comparison, show_unchanged=False).splitlines()
+        lines += _comparison_lines(sc, comparison, full)
     lines += list(notes)
     lines += model_verdicts(results, comparison.regressions if comparison is not None else (), sc.tests)
     lines.append(f"report: {', '.join(str(p) for p in written) or '(not written)'}")

@@ -27,8 +27,8 @@ import pytest
 from _sample_scorecard import CLIP, OC, sample_scorecard, sample_with_regressions
 from test_render import tables
 
+from faithtests.scorecard.html import render_html
 from faithtests.scorecard.model import Plot, Series, TestRecord
-from faithtests.scorecard.render import render_html
 
 _FLAGS = [
     "--headless",

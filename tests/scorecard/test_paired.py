@@ -1,5 +1,5 @@
-"""The regression gate's statistics (faithtests.scorecard.paired) against hand-computed values, and the
-per-item link of a metric (ItemValues, ``faith.metric(per_item=...)``)."""
+"""The regression gate's statistics (faithtests.scorecard.paired, its CI from faithtests.stats) against
+hand-computed values, and the per-item link of a metric (ItemValues, ``faith.metric(per_item=...)``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from faithtests.scorecard.model import ItemValues, MetricResult
-from faithtests.scorecard.paired import cluster_bootstrap_ci, mcnemar_exact, paired_delta, unpaired_ci
+from faithtests import stats
+from faithtests.scorecard.model import GATE_RESAMPLES, ItemValues, MetricResult
+from faithtests.scorecard.paired import mcnemar_exact, paired_delta, unpaired_ci
 from faithtests.scorecard.recording import Faith
 
 
@@ -40,20 +41,44 @@ def test_unpaired_ci() -> None:
     assert (lo, hi) == (pytest.approx(-0.15), pytest.approx(-0.05))
 
 
-def test_cluster_bootstrap_constant_and_degenerate() -> None:
-    d = np.array([0.5, 0.5, 0.5])
-    assert cluster_bootstrap_ci(d, np.array([0, 1, 2]), b=50) == (pytest.approx(0.5), pytest.approx(0.5))
-    assert cluster_bootstrap_ci(d, np.array([0, 0, 0])) is None  # one cluster: undefined
+def test_paired_ci_constant_and_undefined() -> None:
+    same = {"a": 0.5, "b": 0.5, "c": 0.5}
+    p = paired_delta(dict.fromkeys(same, 0.0), same, b=50)
+    assert p is not None and p.ci == (pytest.approx(0.5), pytest.approx(0.5))  # every replicate is 0.5
+    one = paired_delta(dict.fromkeys(same, 0.0), same, dict.fromkeys(same, "img0"))
+    assert one is not None and one.ci is None and one.delta == pytest.approx(0.5)  # one cluster: undefined
 
 
-def test_cluster_bootstrap_two_clusters_hand_computed() -> None:
-    # cluster 0 holds d = (1, 1) (sum 2, size 2), cluster 1 holds d = (0,) (sum 0, size 1). Drawing 2
-    # clusters: {0,0} -> 4/4 = 1, {1,1} -> 0, {0,1} or {1,0} -> 2/3. Each all-same draw has p 1/4, so
+def test_paired_ci_two_clusters_hand_computed() -> None:
+    # cluster A holds deltas (1, 1) (sum 2, size 2), cluster B holds (0,) (sum 0, size 1). Drawing 2
+    # clusters: {A,A} -> 4/4 = 1, {B,B} -> 0, {A,B} or {B,A} -> 2/3. Each all-same draw has p 1/4, so
     # the 2.5% / 97.5% quantiles are 0 and 1.
-    d, g = np.array([1.0, 1.0, 0.0]), np.array([0, 0, 1])
-    lo, hi = cluster_bootstrap_ci(d, g, b=4000, seed=3)  # type: ignore[misc]
-    assert (lo, hi) == (0.0, 1.0)
-    assert cluster_bootstrap_ci(d, g, b=4000, seed=3) == (lo, hi)  # seeded: reproducible
+    base, cur = {"a": 0.0, "b": 0.0, "c": 0.5}, {"a": 1.0, "b": 1.0, "c": 0.5}
+    clusters = {"a": "A", "b": "A", "c": "B"}
+    p = paired_delta(base, cur, clusters, b=4000, seed=3)
+    assert p is not None and p.ci == (0.0, 1.0) and p.delta == pytest.approx(2 / 3)
+    assert paired_delta(base, cur, clusters, b=4000, seed=3) == p  # seeded: reproducible
+
+
+def test_paired_ci_is_the_stats_bootstrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One bootstrap for metrics and gate: the same draws as stats, and stats' small-sample rule."""
+    rng = np.random.default_rng(1)
+    base = {f"i{k}": float(v) for k, v in enumerate(rng.random(12))}
+    cur = {k: v + float(rng.normal()) for k, v in base.items()}
+    clusters = {k: f"img{int(k[1:]) % 4}" for k in base}
+    p = paired_delta(base, cur, clusters)
+    ids = sorted(base)
+    d = [cur[i] - base[i] for i in ids]
+    assert p is not None and p.ci == stats.cluster_bootstrap_ci(d, [clusters[i] for i in ids],
+                                                                n_resamples=GATE_RESAMPLES, seed=0)
+    monkeypatch.setattr(stats, "MIN_BOOTSTRAP_UNITS", 5)  # 4 clusters are now too few
+    few = paired_delta(base, cur, clusters)
+    assert few is not None and few.ci is None
+
+
+def test_paired_ci_rejects_non_finite_deltas() -> None:
+    with pytest.raises(ValueError, match=r"cluster_bootstrap_ci: 1 non-finite value"):
+        paired_delta({"a": float("nan"), "b": 1.0}, {"a": 1.0, "b": 0.0})
 
 
 def test_paired_delta_binary_counts_and_direction() -> None:

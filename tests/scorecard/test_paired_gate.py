@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from faithtests import cli
-from faithtests.scorecard.baseline import compare, format_comparison
+from faithtests.scorecard.baseline import compare
+from faithtests.scorecard.comparison_text import format_comparison
+from faithtests.scorecard.html import render_html
 from faithtests.scorecard.model import ItemValues, MetricResult, TestRecord
-from faithtests.scorecard.render import render_html
 from faithtests.scorecard.scorecard import Scorecard, read_scorecard, write_scorecard
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,9 +15,9 @@ import pytest
 from _sample_scorecard import CLIP, HOSTILE, OC, sample_scorecard
 
 from faithtests.scorecard.baseline import compare
+from faithtests.scorecard.html import node_function, render_html
 from faithtests.scorecard.model import Exemplar, GateMode, MetricResult, Op, Plot, Series, TestRecord, passes
 from faithtests.scorecard.plots import nice_ticks, render_plot
-from faithtests.scorecard.render import node_function, render_html
 from faithtests.scorecard.scorecard import Scorecard
 
 

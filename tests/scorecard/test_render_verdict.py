@@ -13,9 +13,9 @@ import pytest
 from _sample_scorecard import CLIP, OC, sample_scorecard, sample_with_regressions
 from test_render import suite_html, tables
 
+from faithtests.scorecard.html import render_html
 from faithtests.scorecard.model import InvalidCount, MetricResult, Plot, Series, TestRecord
 from faithtests.scorecard.plots import ThresholdLine, render_plot, text_width
-from faithtests.scorecard.render import render_html
 from faithtests.scorecard.scorecard import Scorecard
 
 NS = "{http://www.w3.org/2000/svg}"

@@ -25,12 +25,12 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from faithtests.scorecard.baseline import Tolerance, compare
+from faithtests.scorecard.baseline import MetricDelta, Tolerance, compare
 from faithtests.scorecard.coverage import coverage_line, input_coverage, truncation_lines
 from faithtests.scorecard.model import GateMode, TestRecord
-from faithtests.scorecard.render_sections import suite_view
+from faithtests.scorecard.render_sections import SuiteView, suite_view
 from faithtests.scorecard.render_verdict import regression_key, regression_rows, verdicts
-from faithtests.scorecard.render_views import delta_index, fmt, node_function, slug
+from faithtests.scorecard.render_views import Key, delta_index, fmt, node_function, slug
 from faithtests.scorecard.scorecard import Scorecard
 
 __all__ = ["DEFAULT_MAX_EXEMPLARS", "DEFAULT_MAX_IMAGE_CHARS", "node_function", "render_html"]
@@ -64,6 +64,46 @@ def _csp_hash(text: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
 
 
+def _assets(env: jinja2.Environment) -> dict[str, Any]:
+    """The inline CSS and script, and the Content-Security-Policy that pins exactly them."""
+    css = env.get_template("style.css.j2").render()
+    script = env.get_template("script.js.j2").render()
+    csp = (
+        f"default-src 'none'; img-src data:; style-src '{_csp_hash(css)}'; "
+        f"script-src '{_csp_hash(script)}'; base-uri 'none'; form-action 'none'"
+    )
+    return {"css": Markup(css), "script": Markup(script), "csp": csp}
+
+
+def _counts(sc: Scorecard, suites: list[SuiteView]) -> dict[str, Any]:
+    """The run's counts for the first screen: test outcomes, checks by verdict, unusable inputs."""
+    outcomes: dict[str, int] = defaultdict(int)
+    for t in sc.tests:
+        outcomes[t.outcome] += 1
+    coverage = input_coverage(sc)
+    return {
+        "outcomes": dict(outcomes),
+        "checks_passed": sum(s.checks_passed for s in suites),
+        "checks_failed": sum(s.checks_failed for s in suites),
+        "checks_insufficient": sum(s.checks_insufficient for s in suites),
+        "checks_inconclusive": sum(s.checks_inconclusive for s in suites),
+        "invalid_total": sum(c.missing for c in coverage),
+        "coverage": [coverage_line(c) for c in coverage if c.missing] + truncation_lines(sc),
+    }
+
+
+def _suites(sc: Scorecard, deltas: dict[Key, MetricDelta] | None, max_exemplars: int,
+            max_image_chars: int) -> list[SuiteView]:
+    by_suite: dict[str, list[TestRecord]] = defaultdict(list)
+    for t in sc.tests:
+        by_suite[t.suite].append(t)
+    seen: dict[str, str] = {}  # exemplar cards already shown, page-wide
+    return [
+        suite_view(name, tests, deltas, seen, max_exemplars, max_image_chars)
+        for name, tests in sorted(by_suite.items())
+    ]
+
+
 def render_html(
     scorecard: Scorecard,
     baseline: Scorecard | None = None,
@@ -86,51 +126,23 @@ def render_html(
     sc = scorecard.sorted()
     comparison = compare(sc, baseline, tolerance, gate=gate) if baseline is not None else None
     deltas = delta_index(comparison.deltas) if comparison is not None else None
-    by_suite: dict[str, list[TestRecord]] = defaultdict(list)
-    for t in sc.tests:
-        by_suite[t.suite].append(t)
-    seen: dict[str, str] = {}  # exemplar cards already shown, page-wide
-    suites = [
-        suite_view(name, tests, deltas, seen, max_exemplars, max_image_chars)
-        for name, tests in sorted(by_suite.items())
-    ]
+    suites = _suites(sc, deltas, max_exemplars, max_image_chars)
     anchors = {k: v for s in suites for k, v in s.anchors.items()}
     suite_anchor = {s.name: s.anchor for s in suites}
-    regressions = regression_rows(sc, anchors, suite_anchor)
-    missing = comparison.missing if comparison is not None else []
-    outcomes: dict[str, int] = defaultdict(int)
-    for t in sc.tests:
-        outcomes[t.outcome] += 1
-    coverage = input_coverage(sc)
     env = _environment()
-    css = env.get_template("style.css.j2").render()
-    script = env.get_template("script.js.j2").render()
-    csp = (
-        f"default-src 'none'; img-src data:; style-src '{_csp_hash(css)}'; "
-        f"script-src '{_csp_hash(script)}'; base-uri 'none'; form-action 'none'"
-    )
-    capped = sum(g.total > len(g.shown) for s in suites for g in s.exemplars)
     return env.get_template("scorecard.html.j2").render(
         title=title,
         sc=sc,
         suites=suites,
         verdicts=verdicts(sc, anchors, suite_anchor, [regression_key(r) for r in sc.regressions]),
-        css=Markup(css),
-        script=Markup(script),
-        csp=csp,
-        outcomes=dict(outcomes),
-        checks_passed=sum(s.checks_passed for s in suites),
-        checks_failed=sum(s.checks_failed for s in suites),
-        checks_insufficient=sum(s.checks_insufficient for s in suites),
-        checks_inconclusive=sum(s.checks_inconclusive for s in suites),
-        invalid_total=sum(c.missing for c in coverage),
-        coverage=[coverage_line(c) for c in coverage if c.missing] + truncation_lines(sc),
-        regressions=regressions,
+        **_assets(env),
+        **_counts(sc, suites),
+        regressions=regression_rows(sc, anchors, suite_anchor),
         baseline_label=baseline_label or sc.baseline or ("(given)" if baseline is not None else None),
         has_baseline=baseline is not None,
-        missing=missing,
+        missing=comparison.missing if comparison is not None else [],
         max_exemplars=max_exemplars,
-        capped=capped,
+        capped=sum(g.total > len(g.shown) for s in suites for g in s.exemplars),
         fingerprint=_flatten(sc.fingerprint),
         fmt=fmt,
         slug=slug,

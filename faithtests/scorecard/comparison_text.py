@@ -1,0 +1,105 @@
+"""``faithtests compare``'s plain-text report of a :class:`~faithtests.scorecard.baseline.Comparison`:
+one row per metric key with its delta, the delta's CI and basis, the paired counts and the ``ci`` gate's
+verdict; then the counts, the items behind each regression and the item flips."""
+
+from __future__ import annotations
+
+from faithtests.scorecard.baseline import Comparison, MetricDelta, test_label
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "—"
+    return f"{x:.4g}" if x != 0 and abs(x) < 1e-3 else f"{x:.3f}"
+
+
+def _fmt_delta(x: float | None) -> str:
+    return "—" if x is None else ("+" if x >= 0 else "") + _fmt(x)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return out
+
+
+def _fmt_ci(ci: tuple[float, float] | None) -> str:
+    return "—" if ci is None else f"[{_fmt_delta(ci[0])}, {_fmt_delta(ci[1])}]"
+
+
+def _fmt_paired(d: MetricDelta) -> str:
+    """``n=320 g>b=12 b>g=3 p=0.035`` (binary), ``n=320`` (numeric), ``—`` (not paired)."""
+    p = d.paired
+    if p is None:
+        return "—"
+    if not p.binary:
+        return f"n={p.n}"
+    mp = p.mcnemar_p if p.mcnemar_p is not None else 1.0
+    return f"n={p.n} g>b={p.good_to_bad} b>g={p.bad_to_good} p={mp:.3g}"
+
+
+def _comparison_row(d: MetricDelta) -> list[str]:
+    return [
+        d.status.upper() if d.status == "regression" else d.status,
+        test_label(d.test),
+        d.label,
+        d.model,
+        d.variant,
+        _fmt(d.baseline),
+        _fmt(d.current),
+        _fmt_delta(d.delta),
+        _fmt_ci(d.delta_ci),
+        d.basis if d.delta_ci is not None else "—",
+        _fmt_paired(d),
+        d.ci_status or "—",
+        "higher" if d.higher_is_better else "lower",
+    ]
+
+
+def _count_lines(c: Comparison) -> list[str]:
+    out = [
+        f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s), "
+        f"{len(c.new)} new, {len(c.missing)} missing (tolerance {c.tolerance}, gate {c.gate})"
+    ]
+    if c.moved:
+        out.append(f"{len(c.moved)} metric(s) without a threshold check moved (listed, not gated; "
+                   "--json lists them, --all gates them)")
+    noise = [d for d in c._with("within noise") if d.gated]
+    if noise:
+        out.append(f"{len(noise)} move(s) beyond the tolerance within noise (the delta CI includes it)")
+    return out
+
+
+def _moved_lines(c: Comparison) -> list[str]:
+    """The items behind each regression, worst first."""
+    out: list[str] = []
+    for d in c.regressions:
+        if d.moved:
+            out.append(f"{d.n_moved} item(s) moved in {test_label(d.test)} {d.label} ({d.model}), worst "
+                       f"first{f' (first {len(d.moved)} shown)' if d.n_moved > len(d.moved) else ''}:")
+            out += [f"  {f.item}: {f.baseline:g} -> {f.current:g}" for f in d.moved]
+    return out
+
+
+def _flip_lines(c: Comparison, max_flips: int) -> list[str]:
+    if not c.flips:
+        return []
+    out = ["", f"{len(c.flips)} item(s) flipped:"]
+    out += [f"  {f.test} {f.name} {f.item}: {f.baseline} -> {f.current}" for f in c.flips[:max_flips]]
+    if len(c.flips) > max_flips:
+        out.append(f"  ... {len(c.flips) - max_flips} more")
+    return out
+
+
+def format_comparison(c: Comparison, *, show_unchanged: bool = True, max_flips: int = 50) -> str:
+    """A plain-text report: one row per key (status, test, metric, baseline, current, delta, the delta's
+    CI and its basis, the paired counts, and the ``ci`` gate's verdict), the items behind each
+    regression, then item flips. The test column tells apart one metric recorded by two tests
+    (``test_x[all]`` records ``PR[type=color]`` once per data set)."""
+    shown = [d for d in c.deltas if (show_unchanged or d.status != "unchanged") and d.gated]
+    header = ["status", "test", "metric", "model", "variant", "baseline", "current", "delta", "delta 95% CI",
+              "basis", "paired", "ci gate", "better"]
+    out = _table(header, [_comparison_row(d) for d in shown])
+    return "\n".join(out + _count_lines(c) + _moved_lines(c) + _flip_lines(c, max_flips))
