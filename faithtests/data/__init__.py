@@ -10,14 +10,11 @@ raises :class:`ImageLoadError` naming the path for a corrupt file. Malformed rec
 
 from faithtests.data.aro import load_coco_order, load_vg, load_vg_attribution, load_vg_relation
 from faithtests.data.coco import load_coco_captions, load_coco_dir
-from faithtests.data.errors import DataError, ImageLoadError, MissingImage
-from faithtests.data.records import (
+from faithtests.data.load_errors import DataError, ImageLoadError, MissingImage
+from faithtests.data.loaded import (
     AROItem,
     CaptionedImage,
     ImageRef,
-    LGIPCaption,
-    LGIPFlip,
-    LGIPRecord,
     LoadResult,
     OrderItem,
     SugarCrepeItem,
@@ -33,9 +30,6 @@ __all__ = [
     "DataError",
     "ImageLoadError",
     "ImageRef",
-    "LGIPCaption",
-    "LGIPFlip",
-    "LGIPRecord",
     "LoadResult",
     "MissingImage",
     "OrderItem",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faithtests.data.errors import DataError
+from faithtests.data.load_errors import DataError
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ import numpy as np
 from faithtests.data._validate import Where, get, number, read_json, resolve, text
 from faithtests.data.aro_order import PosTagger, order_negatives, pre_caption
 from faithtests.data.coco import load_coco_captions
-from faithtests.data.errors import DataError, MissingImage
-from faithtests.data.records import AROItem, ImageRef, LoadResult, OrderItem
+from faithtests.data.load_errors import DataError, MissingImage
+from faithtests.data.loaded import AROItem, ImageRef, LoadResult, OrderItem
 
 VGSubset = Literal["relation", "attribution"]
 VG_FILES = {"relation": "visual_genome_relation.json", "attribution": "visual_genome_attribution.json"}

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from faithtests.data._validate import Where, get, read_json, text
-from faithtests.data.errors import DataError, MissingImage
-from faithtests.data.records import CaptionedImage, ImageRef, LoadResult
+from faithtests.data.load_errors import DataError, MissingImage
+from faithtests.data.loaded import CaptionedImage, ImageRef, LoadResult
 
 
 def _id(obj: dict[str, Any], field: str, where: Where) -> str:

@@ -1,10 +1,12 @@
-"""The one registry of ``--faith-data NAME=PATH`` names: what each path must be and which suites read it.
+"""What a ``--faith-data NAME=PATH`` name is: its kind of path and what that path must hold.
 
-The plugin checks every ``--faith-data`` entry against :data:`DATASETS` at configure time
-(:func:`check_data`): an unknown name (with a did-you-mean), a path that does not exist, a file where a
-folder is expected or the reverse, a folder without the file its loader opens first, or a symlink loop
-is a usage error before any model loads. A name here is read by the suites it lists; nothing is accepted
-and then ignored. Importing this module is cheap (no numpy, no PIL).
+Each protocol's manifest declares the names it owns (:class:`DataName`); the names shared by several
+protocols live here (:data:`SHARED`). The plugin collects them into one table at load time
+(:func:`faithtests.manifest.data_table`) and checks every ``--faith-data`` entry against it at configure
+time (:func:`check_data`): an unknown name (with a did-you-mean), a path that does not exist, a file where
+a folder is expected or the reverse, a folder without the file its loader opens first, or a symlink loop
+is a usage error before any model loads. A name in the table is read by the suites it lists; nothing is
+accepted and then ignored. Importing this module is cheap (no numpy, no PIL).
 """
 
 from __future__ import annotations
@@ -26,33 +28,21 @@ class DataName:
 
     ``kind``: the path is a folder (``dir``), a file (``file``) or either (``any``: a file or a folder of
     files). ``contains``: for a folder, at least one of these entries must exist in it (what its loader
-    reads first). ``needs``: another name that must be given with it, and why.
+    reads first). ``needs``: another name that must be given with it, and why. ``suites``: the suites
+    that read it, filled in from the manifests by :func:`faithtests.manifest.data_table` (a declaration
+    leaves it empty).
     """
 
     kind: Kind
-    suites: tuple[str, ...]
     what: str
     contains: tuple[str, ...] = ()
     needs: tuple[str, str] | None = None
+    suites: tuple[str, ...] = ()
 
 
-DATASETS: Final[Mapping[str, DataName]] = {
-    "coco": DataName("dir", ("invariance", "flip_sensitivity", "difference_consistency"),
-                     "COCO folder with annotations/ and val2017/", contains=("annotations",)),
-    "sugarcrepe": DataName("dir", ("flip_sensitivity",), "SugarCrepe folder of split JSONs",
-                           needs=("coco", "the COCO images too: add --faith-data coco=DIR (its val2017/ "
-                                          "holds the SugarCrepe images)")),
-    "lgip": DataName("file", ("invariance", "flip_sensitivity"),
-                     "LGIP perturbation JSONL (image paths relative to its folder)"),
-    "aro": DataName("dir", ("flip_sensitivity",),
-                    "ARO folder: visual_genome_relation.json and/or visual_genome_attribution.json, images/",
-                    contains=("visual_genome_relation.json", "visual_genome_attribution.json")),
-    "winoground": DataName("dir", ("flip_sensitivity",), "Winoground folder: examples.jsonl, images/",
-                           contains=("examples.jsonl",)),
-    "imavb": DataName("any", ("premise_rejection",), "IMAVB file or folder"),
-    "acbench": DataName("any", ("affective_conflict",), "AC-Bench JSONL file or folder of JSONL files"),
-    "emoset": DataName("any", ("affective_conflict",), "EmoSet annotation JSON file or folder"),
-    "spdfaith": DataName("any", ("difference_consistency",), "SPD-Faith-Bench JSONL file or folder"),
+#: Names no single protocol owns: the manifests that read one list it in their ``reads``.
+SHARED: Final[Mapping[str, DataName]] = {
+    "coco": DataName("dir", "COCO folder with annotations/ and val2017/", contains=("annotations",)),
 }
 
 
@@ -108,18 +98,19 @@ def check_path(path: Path, kind: Kind, label: str) -> None:
         raise DataNameError(f"{label}: {path} is a folder; expected a file")
 
 
-def check_data(data: Mapping[str, Path]) -> None:
-    """Every entry of ``--faith-data`` (name -> resolved path) against :data:`DATASETS`."""
+def check_data(data: Mapping[str, Path], table: Mapping[str, DataName]) -> None:
+    """Every entry of ``--faith-data`` (name -> resolved path) against ``table`` (the plugin's, from the
+    manifests)."""
     for name in data:
-        if name not in DATASETS:
-            known = ", ".join(sorted(DATASETS))
-            hint = did_you_mean(name, list(DATASETS))
+        if name not in table:
+            known = ", ".join(sorted(table))
+            hint = did_you_mean(name, list(table))
             raise DataNameError(f"--faith-data: unknown dataset {name!r}{hint}; known: {known}")
-        needs = DATASETS[name].needs
+        needs = table[name].needs
         if needs is not None and needs[0] not in data:
             raise DataNameError(f"--faith-data {name}=... needs {needs[1]}")
     for name, path in data.items():
-        spec, label = DATASETS[name], f"--faith-data {name}"
+        spec, label = table[name], f"--faith-data {name}"
         check_path(path, spec.kind, label)
         if spec.contains and path.is_dir() and not any((path / c).exists() for c in spec.contains):
             wanted = " or ".join(spec.contains)

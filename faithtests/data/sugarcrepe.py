@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from faithtests.data._validate import Where, read_json, text
-from faithtests.data.errors import DataError, MissingImage
-from faithtests.data.records import ImageRef, LoadResult, SugarCrepeItem
+from faithtests.data.load_errors import DataError, MissingImage
+from faithtests.data.loaded import ImageRef, LoadResult, SugarCrepeItem
 
 SUGARCREPE_SPLITS: tuple[str, ...] = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel",
                                       "swap_att", "swap_obj")

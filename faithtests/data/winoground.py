@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from faithtests.data._validate import Where, integer, read_jsonl, text
-from faithtests.data.errors import MissingImage
-from faithtests.data.records import ImageRef, LoadResult, WinogroundItem
+from faithtests.data.load_errors import MissingImage
+from faithtests.data.loaded import ImageRef, LoadResult, WinogroundItem
 
 
 def load_winoground(

@@ -46,7 +46,7 @@ def unknown_families(names: Sequence[str]) -> list[str]:
     if not rest:  # the common case: no transformers import (about a second) at every start
         return []
     try:
-        from transformers.models.auto import configuration_auto
+        from transformers.models.auto import configuration_auto  # lazy: the plugin imports this module
     except ImportError:
         return rest
     types: Mapping[str, str] = getattr(configuration_auto, "CONFIG_MAPPING_NAMES", {})  # not re-exported
@@ -170,7 +170,7 @@ def hf_location(spec: str, target: str, allow_download: bool) -> tuple[str, bool
         return target, False
     looked = [f"local directory {path.resolve()}"]
     if target.count("/") == 1 and not target.startswith((".", "/", "~")):
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import snapshot_download  # lazy: hub specs only; the plugin imports this module
 
         looked.append(f"Hugging Face cache entry for repo {target!r}")
         try:

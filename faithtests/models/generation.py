@@ -131,7 +131,7 @@ def greedy_texts(
                     raise ValueError(f"contrastive decoding: rows {mixed} pair a prompt with images and one "
                                      "without (the two streams run in one processor call)")
                 batch += [aux[i] for i in rows]
-                from transformers import LogitsProcessorList
+                from transformers import LogitsProcessorList  # lazy: a warm run imports no transformers
 
                 extra["logits_processor"] = LogitsProcessorList([ContrastLogits(len(rows), eta)])
             enc = host.encode(batch, padding_side="left")
@@ -156,7 +156,7 @@ def stepped_texts(host: GenerationHost, prompts: Sequence[Prompt], max_new_token
     if len(base) != len(prompts):
         raise ValueError(f"{len(base)} base prompts for {len(prompts)} prompts")
     register_attention()
-    from transformers import LogitsProcessorList
+    from transformers import LogitsProcessorList  # lazy: a warm run imports no transformers
 
     tok = host.processor.tokenizer
     texts: dict[int, str] = {}

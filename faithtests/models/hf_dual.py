@@ -45,6 +45,7 @@ class HFDualEncoder(CachedDualEncoder):
         batch_size: int = 16,
         local_files_only: bool = True,
     ) -> None:
+        # lazy: the registry imports this module on a warm run too, which imports no transformers
         from transformers import AutoModel, AutoProcessor
 
         self.model = AutoModel.from_pretrained(path, dtype=dtype, local_files_only=local_files_only)

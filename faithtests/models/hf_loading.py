@@ -28,7 +28,7 @@ class LoadedVLM:
 
 def load_vlm(path: str, dtype: torch.dtype, device: torch.device, local_files_only: bool,
              device_map: str | None) -> LoadedVLM:
-    from transformers import AutoModelForImageTextToText, AutoProcessor
+    from transformers import AutoModelForImageTextToText, AutoProcessor  # lazy: not on a warm (deferred) run
 
     auto_processor: Any = AutoProcessor  # transformers' loaders are untyped
     processor = auto_processor.from_pretrained(path, local_files_only=local_files_only)

@@ -35,6 +35,8 @@ from faithtests.models.generation import captured_rows, contrast_aux, greedy_tex
 from faithtests.models.hf_loading import LoadedVLM, describe_vlm, load_vlm
 from faithtests.models.hooks import refuse_contrast
 from faithtests.models.interfaces import Attentions, Decision, Hooks, Prompt
+from faithtests.models.lens import LensUnsupported
+from faithtests.models.lens import lens_probs as logit_lens
 from faithtests.models.prefix import ForwardRunner, Reduce
 from faithtests.models.prompt_keys import caption_keys, check_prompts, image_groups, prompt_keys
 from faithtests.models.prompting import EncodedBatch, encode_batch, encode_with_answers, option_token_ids
@@ -422,15 +424,13 @@ class HFVisionLanguageModel:
         """The logit lens (IMAVB Eqs. 3-4, :mod:`.lens`) of pre-answer states [L, N, D]: P_l(option
         token) [L, N, K] through this model's final norm and unembedding, stored per row (keyed by the
         row's state bytes), so a warm run reads it back instead of loading the model."""
-        from faithtests.models.lens import LensUnsupported, lens_probs
-
         if why := self.meta["lens"]:  # known from the description: no model loaded to find out again
             raise LensUnsupported(why)
         rows = [states[:, j].detach().float().cpu().contiguous() for j in range(states.shape[1])]
 
         def compute(idx: list[int]) -> list[torch.Tensor]:
             ids = option_token_ids(self.processor.tokenizer, options, self.answer_prefix)
-            probs = lens_probs(self.model, torch.stack([rows[i] for i in idx], dim=1), ids)
+            probs = logit_lens(self.model, torch.stack([rows[i] for i in idx], dim=1), ids)
             return [probs[:, j] for j in range(len(idx))]
 
         def key(j: int) -> str:

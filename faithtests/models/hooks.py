@@ -5,7 +5,7 @@ One attention function is registered with transformers under :data:`ATTENTION_NA
 model only (``set_attn_implementation({"text_config": ATTENTION_NAME})``; the vision tower keeps its own).
 It must be registered with *both* ``AttentionInterface`` and ``AttentionMaskInterface``: a name unknown to
 the mask interface makes transformers build no mask at all, silently dropping the causal mask
-(DESIGN.md, "Mechanisms measured to work"). The mask registered is transformers' ``eager_mask`` (an
+(docs/architecture.md, "Mechanisms measured to work"). The mask registered is transformers' ``eager_mask`` (an
 additive float mask), which SDPA accepts as well.
 
 The function reads what to do from a context variable, so a model call needs no extra arguments:
@@ -120,6 +120,7 @@ def hookable_attention(
     **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Attention function registered under :data:`ATTENTION_NAME` (signature of transformers' interface)."""
+    # lazy: a warm run imports no transformers
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     ctx = _ACTIVE.get()
@@ -161,7 +162,7 @@ def register_attention() -> str:
     Checked against the live registries on every call (cheap dict lookups), not a module flag: if
     transformers' modules were re-imported (e.g. by an in-process test runner), a stale flag would leave
     the new mask registry without the name, and transformers would silently drop the causal mask."""
-    from transformers import AttentionInterface
+    from transformers import AttentionInterface  # lazy: the live registries (docstring); not on a warm run
     from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
     if AttentionInterface._global_mapping.get(ATTENTION_NAME) is not hookable_attention:

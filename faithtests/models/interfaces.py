@@ -1,4 +1,4 @@
-"""The two model protocols every suite talks to (DESIGN.md, "Two model protocols").
+"""The two model protocols every suite talks to (docs/architecture.md, "Two model protocols").
 
 Suites never see a concrete adapter: a dual encoder, an HF generative VLM and a reference model all
 satisfy one of these. Tensors come back on the CPU in float32 so metrics never depend on the device.
@@ -166,7 +166,7 @@ class VisionLanguageModel(Protocol):
     def decide(
         self, prompts: Sequence[Prompt], options: Sequence[str], hooks: Hooks | None = None
     ) -> Decision:
-        """``option_logits`` and ``states`` from the same forward pass (S3E needs both per prompt)."""
+        """``option_logits`` and ``states`` from the same forward pass (probes read both per prompt)."""
         ...
 
     def answer_logprob(

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import faithtests
+
 ENV = "FAITHTESTS_FIXTURES"
 #: What counts as a weights file in a checkpoint directory (fingerprints, xdist's model sizes).
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".ckpt")
@@ -18,8 +20,6 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".ckpt")
 
 def checkout_root() -> Path | None:
     """The source checkout this package runs from (an editable install or ``PYTHONPATH``), else None."""
-    import faithtests
-
     root = Path(faithtests.__file__).resolve().parent.parent
     return root if (root / "pyproject.toml").is_file() and (root / "faithtests").is_dir() else None
 
@@ -33,8 +33,6 @@ def fixtures_root() -> Path:
     root = checkout_root()
     if root is not None:
         return root / "fixtures"
-    import faithtests
-
     return Path(faithtests.__file__).resolve().parent.parent / "fixtures"
 
 

@@ -18,6 +18,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,7 @@ def hub_offline(enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
-    from huggingface_hub import constants
+    from huggingface_hub import constants  # lazy: a warm run (module doc) imports no hub
 
     saved = constants.HF_HUB_OFFLINE
     constants.HF_HUB_OFFLINE = True
@@ -57,7 +58,7 @@ def _cached_tag_file(cfg: dict[str, Any], cache_dir: str | None) -> tuple[Path |
     looked: list[str] = []
     hub = str(cfg.get("hf_hub", ""))
     if hub:
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import try_to_load_from_cache  # lazy: only to load
 
         model_id, filename = os.path.split(hub)
         names = [filename] if filename else []
@@ -149,7 +150,7 @@ class OpenClipScorer(CachedDualEncoder):
     def _load_open_clip(self, spec: str, device: torch.device,
                         dtype: torch.dtype) -> tuple[dict[str, Any], _Loaded]:
         """Build the model, its transform and tokenizer; what the adapter reads off them, and them."""
-        import open_clip
+        import open_clip  # lazy: a warm run never imports open_clip (class doc)
 
         body, cache_dir = self._body, self._cache_dir
         files: list[Path] = []
@@ -241,15 +242,13 @@ class OpenClipScorer(CachedDualEncoder):
         return self._lengths(texts)
 
     def _store_identity(self) -> str:
-        from importlib.metadata import version
-
         return f"open_clip {version('open_clip_torch')} {self._identity}"
 
     @staticmethod
     def _resolve_named(
         spec: str, body: str, allow_download: bool, cache_dir: str | None, stack: contextlib.ExitStack
     ) -> tuple[str, dict[str, Any], list[Path]]:
-        import open_clip
+        import open_clip  # lazy: only to load (class doc)
 
         if "@" not in body:
             raise ModelSpecError(
@@ -311,7 +310,7 @@ class OpenClipScorer(CachedDualEncoder):
 
 def _trimmable_text_tower(model: Any) -> bool:
     """True for open_clip's built-in CLIP text tower with a causal mask and EOT (argmax) pooling."""
-    import open_clip
+    import open_clip  # lazy: only once loaded (class doc)
 
     mask = getattr(model, "attn_mask", None)
     if not isinstance(model, open_clip.CLIP) or getattr(model, "text_pool_type", None) != "argmax":
@@ -329,7 +328,7 @@ def _encode_text_trimmed(model: Any, tokens: torch.Tensor) -> torch.Tensor:
     that row's EOT features, which are all that argmax pooling keeps; the padding to the context length
     (77 for CLIP, ~15 tokens used by a COCO caption) is pure waste.
     """
-    from open_clip.transformer import text_global_pool
+    from open_clip.transformer import text_global_pool  # lazy: only once loaded (class doc)
 
     length = int(tokens.argmax(dim=-1).max()) + 1
     t = tokens[:, :length]

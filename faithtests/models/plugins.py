@@ -22,6 +22,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from faithtests.models.errors import ModelNotFoundError, ModelSpecError, UnsupportedModelError
+from faithtests.models.interfaces import ImageTextScorer, VisionLanguageModel
 
 ENTRY_POINT_GROUP = "faithtests.models"
 PY_PREFIX = "py:"
@@ -61,8 +62,7 @@ def missing_members(obj: Any, protocol: type) -> list[str]:
 def checked(spec: str, obj: Any) -> Any:
     """``obj``, its calls checked (:class:`~.contracts.ContractChecked`), if it satisfies one of the two
     model protocols, else an error naming what each one lacks."""
-    from faithtests.models.contracts import ContractChecked
-    from faithtests.models.interfaces import ImageTextScorer, VisionLanguageModel
+    from faithtests.models.contracts import ContractChecked  # lazy: torch; the plugin imports this module
 
     gaps = {p.__name__: missing_members(obj, p) for p in (ImageTextScorer, VisionLanguageModel)}
     if not all(gaps.values()):

@@ -5,7 +5,7 @@ next-token logits are wanted (and optionally one position whose per-layer states
 padding keeps every real token's computation identical to an unpadded forward (causal attention never
 looks right), so the wanted positions are gathered at each row's real indices.
 
-Shared prefix (DESIGN.md, "Option scoring with a shared prefix"): rows whose images are identical
+Shared prefix (docs/architecture.md, "Caching and batching"): rows whose images are identical
 (content hash) are rendered in full, their longest common token prefix is found, and
 1. the prefix (with the images) runs once, batch 1, ``use_cache=True``;
 2. its KV cache is forked and repeated across the rows (the stored prefix is never mutated, so it

@@ -211,16 +211,10 @@ def encode_with_answers(
     return enc, spans
 
 
-def encode_batch(
-    processor: Any,
-    config: Any,
-    prompts: Sequence[Prompt],
-    padding_side: str,
-    texts: Sequence[str] | None = None,
-) -> EncodedBatch:
-    """Render and process ``prompts`` (all with images or all without) in one processor call.
-
-    ``texts`` replaces the rendered prompts (e.g. prompt + answer); spans are still those of the prompt."""
+def _processor_kwargs(
+    processor: Any, prompts: Sequence[Prompt], padding_side: str, texts: Sequence[str] | None
+) -> dict[str, Any]:
+    """The processor call for ``prompts`` (all with images or all without), ``texts`` or their renderings."""
     if not prompts:
         raise ValueError("encode_batch needs at least one prompt")
     has_images = {bool(p.images) for p in prompts}
@@ -239,6 +233,33 @@ def encode_batch(
     }
     if True in has_images:
         kwargs["images"] = [[im.convert("RGB") for im in p.images] for p in prompts]
+    return kwargs
+
+
+def _row_spans(
+    processor: Any, img_id: int, row: int, prompt: Prompt, text: str, real: list[int], offset: int,
+    add_special: bool,
+) -> tuple[tuple[int, int], list[tuple[int, int]], tuple[int, int]]:
+    """One row's image span, image runs and description span, as positions in the padded batch."""
+    positions = [offset + i for i, t in enumerate(real) if t == img_id]
+    if prompt.images and not positions:
+        raise PromptRenderError(f"row {row}: the processor wrote no image tokens (id {img_id})")
+    image = (positions[0], positions[-1] + 1) if positions else (0, 0)
+    s, e = description_span(processor.tokenizer, text, prompt, real, add_special)
+    return image, _runs(positions), ((s + offset, e + offset) if e > s else (0, 0))
+
+
+def encode_batch(
+    processor: Any,
+    config: Any,
+    prompts: Sequence[Prompt],
+    padding_side: str,
+    texts: Sequence[str] | None = None,
+) -> EncodedBatch:
+    """Render and process ``prompts`` (all with images or all without) in one processor call.
+
+    ``texts`` replaces the rendered prompts (e.g. prompt + answer); spans are still those of the prompt."""
+    kwargs = _processor_kwargs(processor, prompts, padding_side, texts)
     out = processor(**kwargs)
     inputs = {k: v for k, v in out.items() if isinstance(v, torch.Tensor)}
     mask = inputs["attention_mask"]
@@ -249,12 +270,10 @@ def encode_batch(
     image, runs, desc = [], [], []
     for row, prompt in enumerate(prompts):
         real = inputs["input_ids"][row, offsets[row] : offsets[row] + lengths[row]].tolist()
-        positions = [offsets[row] + i for i, t in enumerate(real) if t == img_id]
-        if prompt.images and not positions:
-            raise PromptRenderError(f"row {row}: the processor wrote no image tokens (id {img_id})")
-        image.append((positions[0], positions[-1] + 1) if positions else (0, 0))
-        runs.append(_runs(positions))
-        s, e = description_span(processor.tokenizer, texts[row], prompt, real, kwargs["add_special_tokens"])
-        desc.append((s + offsets[row], e + offsets[row]) if e > s else (0, 0))
+        img, run, d = _row_spans(processor, img_id, row, prompt, kwargs["text"][row], real, offsets[row],
+                                 kwargs["add_special_tokens"])
+        image.append(img)
+        runs.append(run)
+        desc.append(d)
     spans = TokenSpans(image=image, description=desc, length=lengths, image_runs=runs, offset=offsets)
     return EncodedBatch(inputs=inputs, lengths=lengths, offsets=offsets, spans=spans)

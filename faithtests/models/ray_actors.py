@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import faithtests
 from faithtests.models.ray_pool import PooledScorer, PooledVLM
 
 #: How ``--faith-ray`` names a Ray instance started (and stopped) by the run itself.
@@ -36,9 +37,7 @@ class ModelHost:
 
     def __init__(self, spec: str, device: str, dtype: str, batch_size: int, threads: int,
                  options: dict[str, Any]) -> None:
-        import torch
-
-        import faithtests
+        import torch  # lazy: the plugin imports this module torch-free
 
         torch.set_num_threads(threads)
         self.model: Any = faithtests.load_model(spec, device=device, dtype=dtype, batch_size=batch_size,
@@ -49,7 +48,7 @@ class ModelHost:
         if role == "model":
             return self.model
         if self._scorer is None:
-            from faithtests.models.vlm_scorer import VLMScorer
+            from faithtests.models.vlm_scorer import VLMScorer  # lazy: torch (see ModelHost)
 
             self._scorer = VLMScorer(self.model)
         return self._scorer
@@ -59,7 +58,7 @@ class ModelHost:
 
     def meta(self, role: str) -> dict[str, Any]:
         """What the driver's adapter answers without a call: spec, fingerprint, sizes, score kind."""
-        from faithtests.models.hf_vlm import HFVisionLanguageModel
+        from faithtests.models.hf_vlm import HFVisionLanguageModel  # lazy: torch (see ModelHost)
 
         m = self._target(role)
         return {"spec": m.spec, "fingerprint": m.fingerprint(), "num_layers": getattr(m, "num_layers", None),
@@ -107,7 +106,7 @@ def adapter(pool: RolePool, info: dict[str, Any], local: Callable[[], Any] | Non
 
 def connect(address: str) -> bool:
     """Join or start Ray; True when this call started a local instance (the run then stops it)."""
-    import ray
+    import ray  # lazy: an optional extra
 
     if ray.is_initialized():
         return False
@@ -122,7 +121,7 @@ def start_pool(spec: str, settings: RaySettings, *, device: str, dtype: str, bat
                options: dict[str, Any], local: Callable[[], Any] | None) -> tuple[PooledScorer | PooledVLM,
                                                                                   list[Any]]:
     """``settings.actors`` actors holding ``spec``; returns the driver's adapter and the actor handles."""
-    import ray
+    import ray  # lazy: an optional extra
 
     actor_device = "cuda" if settings.gpus_per_actor > 0 else ("cpu" if device == "auto" else device)
     # num_cpus=0: an actor reserves only its GPUs, so every model of a session can hold its pool at once
@@ -147,7 +146,7 @@ def start_pool(spec: str, settings: RaySettings, *, device: str, dtype: str, bat
 
 def stop(handles: Sequence[Any], started: bool) -> None:
     """Kill the actors; stop Ray when the run started it."""
-    import ray
+    import ray  # lazy: an optional extra
 
     if not ray.is_initialized():
         return

@@ -21,7 +21,8 @@ Documented choices:
   (monitors, KL profiles) whose side effects must land in driver objects; hooks the pool cannot pickle
   cannot be shipped at all. Both run in-process on a driver copy of the model, loaded on first need, and
   each such call is counted in the fingerprint (``ray.in_process_calls``, by reason). So are reads of
-  the HF ``model`` / ``processor`` attributes (the IMAVB logit lens reads the unembedding through them).
+  the HF ``model`` / ``processor`` attributes (the logit lens, :mod:`.lens`, reads the unembedding through
+  them).
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from faithtests.models.interfaces import Attentions, Decision, Hooks, Prompt, TokenSpans
+
 if TYPE_CHECKING:
     import torch
     from PIL import Image
-
-    from faithtests.models.interfaces import Attentions, Decision, Hooks, Prompt
 
 UNTAGGED = "hooks with modifiers but no tag (recording hooks: their side effects belong to the driver)"
 UNPICKLABLE = "hooks that cannot be pickled"
@@ -72,9 +73,7 @@ def chunks(n: int, k: int) -> list[range]:
 def merge_attentions(parts: Sequence[Attentions]) -> Attentions:
     """Chunks' attentions as one call's: weights zero-padded on the right to the longest key axis (as
     the in-process adapter pads its rows) and concatenated; spans concatenated row by row."""
-    import torch
-
-    from faithtests.models.interfaces import Attentions, TokenSpans
+    import torch  # lazy: torch (module doc)
 
     width = max(p.weights[0].shape[-1] for p in parts)
 
@@ -145,12 +144,12 @@ class PooledScorer(_Pooled):
 
     def __init__(self, pool: Pool, meta: dict[str, Any], info: dict[str, Any],
                  local: Callable[[], Any] | None = None) -> None:
-        from faithtests.models.cache import EncodeCache, PairScores, image_key, text_key
+        from faithtests.models.cache import EncodeCache, PairScores, image_key, text_key  # lazy: torch
 
         super().__init__(pool, meta, info, local)
         self.score_kind: str = meta.get("score_kind", "cosine")
         worker_batch = int(meta.get("batch_size") or 16)
-        # LGIP sizes its progress chunks from batch_size: a chunk then gives every worker its share
+        # a suite sizes its progress chunks from batch_size: a chunk then gives every worker its share
         self.batch_size = worker_batch * pool.size
         big = 1 << 30  # the driver's caches hand every miss of a call to the pool at once
         self.image_cache: EncodeCache[Image.Image] = EncodeCache(
@@ -160,19 +159,19 @@ class PooledScorer(_Pooled):
         self.pairs = PairScores()
 
     def _encode(self, method: str, items: list[Any]) -> torch.Tensor:
-        import torch
+        import torch  # lazy: torch (module doc)
 
         parts = self._split(method, len(items), lambda r: ([items[i] for i in r],))
         return torch.cat([p.float().cpu() for p in parts])
 
     def encode_images(self, images: Sequence[Image.Image]) -> torch.Tensor:
-        from faithtests.models.scorer_base import check_images
+        from faithtests.models.scorer_base import check_images  # lazy: torch (module doc)
 
         check_images(images)
         return self.image_cache.get(list(images))
 
     def encode_texts(self, texts: Sequence[str]) -> torch.Tensor:
-        from faithtests.models.scorer_base import check_texts
+        from faithtests.models.scorer_base import check_texts  # lazy: torch (module doc)
 
         check_texts(texts)
         return self.text_cache.get(list(texts))
@@ -180,9 +179,9 @@ class PooledScorer(_Pooled):
     def similarity(self, images: Sequence[Image.Image], texts: Sequence[str]) -> torch.Tensor:
         """Cosine scorers: from the cached embeddings, as in-process. Other scores (a VLM's caption
         log-likelihood): each unique pair scored once, on the pool."""
-        import torch
+        import torch  # lazy: torch (module doc)
 
-        from faithtests.models.scorer_base import check_images, check_texts
+        from faithtests.models.scorer_base import check_images, check_texts  # lazy: torch (module doc)
 
         if len(images) != len(texts):
             raise ValueError(f"similarity: {len(images)} images but {len(texts)} texts")
@@ -270,9 +269,7 @@ class PooledVLM(_Pooled):
 
     def decide(self, prompts: Sequence[Prompt], options: Sequence[str], hooks: Hooks | None = None
                ) -> Decision:
-        import torch
-
-        from faithtests.models.interfaces import Decision
+        import torch  # lazy: torch (module doc)
 
         def combine(parts: list[Decision]) -> Decision:
             return Decision(logits=torch.cat([p.logits for p in parts]),
@@ -290,7 +287,7 @@ class PooledVLM(_Pooled):
 
     def option_logits(self, prompts: Sequence[Prompt], options: Sequence[str], hooks: Hooks | None = None
                       ) -> torch.Tensor:
-        from faithtests.models.hooks import refuse_contrast
+        from faithtests.models.hooks import refuse_contrast  # lazy: torch (module doc)
 
         if not options:
             raise ValueError("option_logits needs at least one option letter")
@@ -298,14 +295,14 @@ class PooledVLM(_Pooled):
         return self.decide(prompts, options, hooks).logits
 
     def states(self, prompts: Sequence[Prompt], hooks: Hooks | None = None) -> torch.Tensor:
-        import torch
+        import torch  # lazy: torch (module doc)
 
         out: Any = self._call("states", len(prompts), lambda r: ([prompts[i] for i in r],), hooks,
                           lambda ps: torch.cat(ps, dim=1), (prompts,))
         return out  # type: ignore[no-any-return]
 
     def next_token_logits(self, prompts: Sequence[Prompt], hooks: Hooks | None = None) -> torch.Tensor:
-        import torch
+        import torch  # lazy: torch (module doc)
 
         out: Any = self._call("next_token_logits", len(prompts), lambda r: ([prompts[i] for i in r],), hooks,
                           torch.cat, (prompts,))
@@ -313,7 +310,7 @@ class PooledVLM(_Pooled):
 
     def answer_logprob(self, prompts: Sequence[Prompt], answers: Sequence[str], hooks: Hooks | None = None
                        ) -> torch.Tensor:
-        import torch
+        import torch  # lazy: torch (module doc)
 
         out: Any = self._call("answer_logprob", len(prompts),
                               lambda r: ([prompts[i] for i in r], list(answers)), hooks, torch.cat,
@@ -322,7 +319,7 @@ class PooledVLM(_Pooled):
 
     def caption_logprob(self, images: Sequence[Image.Image], captions: Sequence[str],
                         instruction: str | None = None) -> torch.Tensor:
-        import torch
+        import torch  # lazy: torch (module doc)
 
         if len(images) != len(captions):
             raise ValueError(f"caption_logprob: {len(images)} images but {len(captions)} captions")

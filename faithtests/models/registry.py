@@ -10,7 +10,7 @@ Specs:
 - ``reference:NAME`` — ``fixtures/NAME/`` of this repository (``$FAITHTESTS_FIXTURES`` overrides the
   fixtures root), dispatched on its content (open_clip local-dir or HF directory).
 - ``vlm-scorer:SPEC`` — the VLM loaded from ``SPEC`` used as a scorer (mean caption log-prob given the
-  image, :mod:`.vlm_scorer`), so LGIP metrics run on generative models.
+  image, :mod:`.vlm_scorer`), so the scorer suites run on generative models.
 - ``py:package.module:factory`` and prefixes registered in the entry-point group ``faithtests.models``
   — models from other packages (:mod:`.plugins`), checked against the protocols at load.
 
@@ -43,7 +43,7 @@ _DTYPES = {
 
 
 def resolve_device(device: str | None) -> torch.device:
-    import torch
+    import torch  # lazy: the plugin and check_spec stay torch-free
 
     if device in (None, "", "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -51,7 +51,7 @@ def resolve_device(device: str | None) -> torch.device:
 
 
 def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
-    import torch
+    import torch  # lazy: the plugin and check_spec stay torch-free
 
     if dtype is None:
         return torch.float32
@@ -67,28 +67,28 @@ def _read_config(path_or_repo: str, local_only: bool) -> dict[str, Any]:
     path = Path(path_or_repo)
     if path.is_dir():
         return read_json(f"hf:{path_or_repo}", path / "config.json")
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # lazy: hub repos only (a warm run imports no transformers)
 
     return dict(AutoConfig.from_pretrained(path_or_repo, local_files_only=local_only).to_dict())
 
 
 def _load_hf(spec: str, target: str, device: torch.device, dtype: torch.dtype, allow_download: bool,
              batch_size: int, options: dict[str, Any]) -> ImageTextScorer | VisionLanguageModel:
-    from faithtests.models.hf_dual import DUAL_MODEL_TYPES, HFDualEncoder
+    from faithtests.models.hf_dual import DUAL_MODEL_TYPES, HFDualEncoder  # lazy: torch-free until a load
+    from faithtests.models.hf_vlm import HFVisionLanguageModel
 
     where, local_only = hf_location(spec, target, allow_download)
     config = _read_config(where, local_only)
     model_type = str(config.get("model_type", ""))
     store = options.pop("defer_to", None)
     if store is not None and model_type not in DUAL_MODEL_TYPES:
-        from faithtests.models.hf_vlm import HFVisionLanguageModel
-
         # outputs of this checkpoint are cached: nothing is imported or loaded before a miss needs it
         deferred = HFVisionLanguageModel.from_store(spec, where, store=store, device=device, dtype=dtype,
                                                     batch_size=batch_size, local_files_only=local_only,
                                                     **options)
         if deferred is not None:
             return deferred
+    # lazy: after the deferred (warm) return above, which imports no transformers
     from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
 
     try:
@@ -96,8 +96,6 @@ def _load_hf(spec: str, target: str, device: torch.device, dtype: torch.dtype, a
             return HFDualEncoder(spec, where, device=device, dtype=dtype, batch_size=batch_size,
                                  local_files_only=local_only)
         if model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES:
-            from faithtests.models.hf_vlm import HFVisionLanguageModel
-
             return HFVisionLanguageModel(spec, where, device=device, dtype=dtype, batch_size=batch_size,
                                          local_files_only=local_only, **options)
     except (OSError, RuntimeError) as err:
@@ -136,7 +134,7 @@ def load_model(
         model.spec = spec
         return model
     if spec.startswith("vlm-scorer:"):
-        from faithtests.models.hf_vlm import HFVisionLanguageModel
+        from faithtests.models.hf_vlm import HFVisionLanguageModel  # lazy: torch-free until a load
         from faithtests.models.vlm_scorer import VLMScorer
 
         inner_spec = spec.removeprefix("vlm-scorer:")
@@ -145,7 +143,7 @@ def load_model(
             raise ModelSpecError(f"{spec}: the inner spec must name a generative VLM")
         return VLMScorer(inner, spec=spec)
     if spec.startswith("open_clip:"):
-        from faithtests.models.open_clip_adapter import OpenClipScorer
+        from faithtests.models.open_clip_adapter import OpenClipScorer  # lazy: torch-free until a load
 
         return OpenClipScorer(spec, spec.removeprefix("open_clip:"), device=dev, dtype=dt,
                               batch_size=batch_size, allow_download=allow_download, resize_pos_embed=resize,

@@ -11,16 +11,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
+from PIL import Image
 
 from faithtests.models.cache import EncodeCache, content_sha256, image_key, text_key
 from faithtests.models.store import TEXT_CODEC, OutputStore, model_namespace
 from faithtests.models.truncation import TruncationCounter
-
-if TYPE_CHECKING:
-    from PIL import Image
 
 
 def check_texts(texts: Sequence[str]) -> None:
@@ -32,10 +30,8 @@ def check_texts(texts: Sequence[str]) -> None:
 
 
 def check_images(images: Sequence[Image.Image]) -> None:
-    from PIL import Image as PILImage
-
     for i, image in enumerate(images):
-        if not isinstance(image, PILImage.Image):
+        if not isinstance(image, Image.Image):
             raise TypeError(f"image {i} is {type(image).__name__}, expected PIL.Image.Image")
         if image.size[0] == 0 or image.size[1] == 0:
             raise ValueError(f"image {i} has size {image.size}")

@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from faithtests.models.hooks import AttentionContext, attention_context
+from faithtests.models.hooks import AttentionContext, attention_context, register_attention, residual_hooks
 from faithtests.models.interfaces import AttentionModifier, Contrast, Hooks, Prompt
+from faithtests.models.lens import final_norm, unembedding
 
 if TYPE_CHECKING:
     from faithtests.models.generation import GenerationHost
@@ -108,8 +109,6 @@ class StepReader:
     """The main stream's readings of one batch: image states (prefill) and each call's attention."""
 
     def __init__(self, host: GenerationHost, enc: EncodedBatch, hooks: Hooks | None) -> None:
-        from faithtests.models.lens import final_norm, unembedding
-
         self.host, self.enc = host, enc
         self.images = _ImageStates(enc)
         self.norm = final_norm(host.model)
@@ -187,8 +186,6 @@ def first_step_aux(host: GenerationHost, prompts: Sequence[Prompt], hooks: Hooks
     as generation's first step reads it, then ``contrast.step(contrast.aux[i], reading)``; the reading's
     ``candidates`` (a decision's option token ids) are what the step chooses among. Scoring calls use
     them as the auxiliary path of a one-step decision (the caller contrasts the two option logits)."""
-    from faithtests.models.hooks import register_attention, residual_hooks
-
     if contrast.step is None or len(contrast.aux) != len(prompts):
         raise ValueError(f"first_step_aux: a step rule and one base prompt per row are needed "
                          f"({len(contrast.aux)} for {len(prompts)})")

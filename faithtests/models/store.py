@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -56,8 +57,6 @@ def model_namespace(
     """Namespace of one loaded model's outputs, or None when its weights were not hashed."""
     if not checkpoint_sha256:
         return None
-    from importlib.metadata import PackageNotFoundError, version
-
     try:  # the installed version, without importing transformers (seconds) for an open_clip model
         transformers_version = version("transformers")
     except PackageNotFoundError:

@@ -90,7 +90,7 @@ def parameter_count(model: Any) -> int | None:
 
 def apply_threads(choice: ThreadChoice) -> int:
     """Set torch's intra-op threads (unless the user's setting stands); the count in effect."""
-    import torch
+    import torch  # lazy: the plugin imports this module torch-free
 
     if choice.threads is not None and torch.get_num_threads() != choice.threads:
         torch.set_num_threads(choice.threads)

@@ -1,14 +1,16 @@
-"""A generative VLM used as an :class:`~faithtests.models.interfaces.ImageTextScorer` (LGIP on VLMs).
+"""A generative VLM used as an :class:`~faithtests.models.interfaces.ImageTextScorer` (scorer suites on
+VLMs).
 
 ``similarity(I, c)`` is the mean log-probability of the caption's tokens as the assistant's answer to
-"Describe the image." about ``I`` (SPEC.md, "scorer"; LGIP's future work). It is a log-likelihood, not a
-cosine: values are <= 0 and gaps between captions are in nats per token. Every unique (image, caption)
-pair is scored once per session; captions of one image share a prefix forward.
+"Describe the image." about ``I`` (the extension to generative models that LGIP §5, "Future work",
+proposes). It is a log-likelihood, not a cosine: values are <= 0 and gaps between captions are in nats
+per token. Every unique (image, caption) pair is scored once per session; captions of one image share a
+prefix forward.
 
 ``encode_texts``/``encode_images`` give real, if simple, embeddings for the parts of a protocol that need
-one (e.g. LGIP's text-text cosine in flip strength): the mean of the language model's last hidden state
-over the text's tokens (text alone, no template), resp. over the image tokens of the scoring prompt.
-Both are L2-normalised.
+one (e.g. the text-text cosine of a flip's strength, LGIP §4.3): the mean of the language model's last
+hidden state over the text's tokens (text alone, no template), resp. over the image tokens of the scoring
+prompt. Both are L2-normalised.
 """
 
 from __future__ import annotations

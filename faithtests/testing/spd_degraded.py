@@ -24,8 +24,9 @@ import numpy as np
 import torch
 
 from faithtests.models.interfaces import Decision, Hooks, Prompt, VisionLanguageModel
+from faithtests.models.registry import load_model
 from faithtests.protocols.spdfaith.prompts import COUNT_QUESTION, COUNT_WORDS, find_text
-from faithtests.world.edits import EDIT_TYPES, Edit, claims_text
+from faithtests.protocols.spdfaith.stimuli import EDIT_TYPES, Edit, claims_text
 from faithtests.world.scene import COLOURS, POSITIONS, SHAPES
 
 DEGRADATION: Final = "diffblind-v1"
@@ -114,8 +115,6 @@ class DiffBlind:
 
 def diffblind(**kwargs: Any) -> DiffBlind:
     """``py:faithtests.testing.spd_degraded:diffblind``: ``reference:vlm`` degraded (module docstring)."""
-    from faithtests.models.registry import load_model
-
     inner = load_model("reference:vlm", **kwargs)
     if not isinstance(inner, VisionLanguageModel):
         raise TypeError("reference:vlm did not load as a VisionLanguageModel")

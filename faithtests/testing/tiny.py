@@ -5,9 +5,6 @@ here: a family config with tiny dimensions, a WordLevel tokenizer (``PreTrainedT
 the family's special tokens, the family's image processor from its defaults (shrunk to small images) and a
 chat template shaped like the family's real one. Everything is written with ``save_pretrained`` so a test
 loads it back through exactly the path a user's checkpoint takes (``load_model("hf:DIR")``).
-
-The reference-world trainer reuses :func:`build_tiny_llava` (with its own vocabulary) as the starting point
-of the reference VLM.
 """
 
 from __future__ import annotations
@@ -50,7 +47,8 @@ def tiny_tokenizer(
     token strings; they become ``extra_special_tokens`` so ``tokenizer.boi_token_id`` etc. resolve.
     ``wrap`` adds BOS/EOS around every encoded text (text encoders that pool at EOS, e.g. CLIP).
     """
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+    # lazy: tests' conftest imports this module for FAMILIES, torch-free
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors  # lazy
     from transformers import PreTrainedTokenizerFast
 
     core = [t for t in (pad, unk, bos, eos) if t is not None]
@@ -109,7 +107,7 @@ def _untyped(cls: Any) -> Any:
 
 
 def _seeded(seed: int) -> None:
-    import torch
+    import torch  # lazy: torch-free at import (see tiny_tokenizer)
 
     torch.manual_seed(seed)
 
@@ -138,7 +136,7 @@ def build_tiny_llava(
 ) -> Path:
     """LLaVA-1.5 layout: CLIP vision tower + MLP projector + Llama. ``(image_size/patch_size)**2`` image
     tokens per image (the "default" strategy drops CLS)."""
-    from transformers import (
+    from transformers import (  # lazy: torch-free at import (see tiny_tokenizer)
         CLIPImageProcessor,
         CLIPVisionConfig,
         LlamaConfig,
@@ -190,7 +188,7 @@ def build_tiny_qwen2_vl(
 ) -> Path:
     """Qwen2-VL: 2x2-merged patches of 4 px (an image of ``image_size`` px has ``(image_size/8)**2``
     tokens) and multimodal RoPE (mrope sections over a head dim of 8)."""
-    from transformers import (
+    from transformers import (  # lazy: torch-free at import (see tiny_tokenizer)
         Qwen2VLConfig,
         Qwen2VLForConditionalGeneration,
         Qwen2VLImageProcessor,
@@ -242,7 +240,7 @@ def build_tiny_idefics3(
 ) -> Path:
     """Idefics3 (the SmolVLM layout): SigLIP-style tower, pixel-shuffle connector (scale 2), Llama text
     model; no image splitting, so one image is ``(image_size/8/2)**2`` image tokens between markers."""
-    from transformers import (
+    from transformers import (  # lazy: torch-free at import (see tiny_tokenizer)
         Idefics3Config,
         Idefics3ForConditionalGeneration,
         Idefics3ImageProcessor,
@@ -289,7 +287,7 @@ def build_tiny_gemma3(
 ) -> Path:
     """Gemma3: SigLIP tower, average-pooled soft tokens (``(image_size/8)**2``), bidirectional attention
     among image tokens, sliding-window layers, post-FFN RMSNorm."""
-    import torch
+    import torch  # lazy: torch-free at import (see tiny_tokenizer)
     from transformers import (
         Gemma3Config,
         Gemma3ForConditionalGeneration,
@@ -344,7 +342,7 @@ def build_tiny_internvl(
 ) -> Path:
     """InternVL (3.x HF layout): InternViT tower, pixel-shuffle (ratio 0.5) + MLP projector, Qwen2 text
     model; one image is ``<img>`` + ``(image_size/16)**2`` context tokens + ``</img>``."""
-    from transformers import (
+    from transformers import (  # lazy: torch-free at import (see tiny_tokenizer)
         GotOcr2ImageProcessor,
         InternVLConfig,
         InternVLForConditionalGeneration,

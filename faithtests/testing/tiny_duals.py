@@ -11,6 +11,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import open_clip
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import (
+    CLIPConfig,
+    CLIPImageProcessor,
+    CLIPModel,
+    CLIPProcessor,
+    SiglipConfig,
+    SiglipImageProcessor,
+    SiglipModel,
+    SiglipProcessor,
+)
+
 from faithtests.testing.tiny import _seeded, _untyped, tiny_tokenizer
 
 #: A tiny open_clip architecture (ViT tower, causal text transformer with open_clip's BPE vocabulary).
@@ -26,9 +40,6 @@ def build_tiny_open_clip(
 ) -> Path:
     """An open_clip local-dir: ``open_clip_config.json`` (model_cfg + preprocess_cfg) and
     ``open_clip_model.safetensors``; load with ``open_clip:local-dir:PATH``."""
-    import open_clip
-    from safetensors.torch import save_file
-
     _seeded(seed)
     cfg = dict(model_cfg or TINY_OPEN_CLIP_CFG)
     model = open_clip.CLIP(**cfg)
@@ -48,9 +59,6 @@ def build_constant_open_clip(out_dir: str | Path, *, seed: int = 0) -> Path:
     """A scorer that ignores its inputs: :func:`build_tiny_open_clip` with both towers' final LayerNorm
     scales zeroed (their biases seeded), so every image and every text gets one fixed embedding and every
     s(I, c) is the same number, bit for bit."""
-    import torch
-    from safetensors.torch import load_file, save_file
-
     out = build_tiny_open_clip(out_dir, seed=seed)
     weights = out / "open_clip_model.safetensors"
     state = load_file(str(weights))
@@ -64,8 +72,6 @@ def build_constant_open_clip(out_dir: str | Path, *, seed: int = 0) -> Path:
 
 def build_tiny_clip_hf(out_dir: str | Path, *, words: Iterable[str] = (), seed: int = 0) -> Path:
     """HF ``CLIPModel`` + ``CLIPProcessor`` (WordLevel tokenizer that wraps texts in BOS/EOS)."""
-    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor
-
     _seeded(seed)
     tok = tiny_tokenizer([], words=words, wrap=True)
     tok.model_max_length = 32  # = max_position_embeddings, so truncation=True bounds long captions
@@ -86,8 +92,6 @@ def build_tiny_clip_hf(out_dir: str | Path, *, words: Iterable[str] = (), seed: 
 
 def build_tiny_siglip_hf(out_dir: str | Path, *, words: Iterable[str] = (), seed: int = 0) -> Path:
     """HF ``SiglipModel`` + ``SiglipProcessor``; text padded to ``max_length`` 16 as SigLIP is trained."""
-    from transformers import SiglipConfig, SiglipImageProcessor, SiglipModel, SiglipProcessor
-
     _seeded(seed)
     tok = tiny_tokenizer([], words=words, bos=None, eos="</s>", wrap=True)
     tok.model_max_length = 16

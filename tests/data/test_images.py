@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from faithtests.data.errors import ImageLoadError
 from faithtests.data.images import BACKGROUND, to_rgb
-from faithtests.data.records import ImageRef
+from faithtests.data.load_errors import ImageLoadError
+from faithtests.data.loaded import ImageRef
 
 
 def _load(tmp_path: Path, im: Image.Image, name: str = "x.png") -> np.ndarray:

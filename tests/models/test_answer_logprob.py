@@ -7,7 +7,8 @@ import torch
 
 from faithtests.models.interfaces import Prompt
 from faithtests.models.registry import load_model
-from faithtests.world.mood import EMOTIONS, mood_items
+from faithtests.protocols.acbench.stimuli import mood_items
+from faithtests.world.emotion import EMOTIONS
 
 
 @pytest.fixture(scope="module")

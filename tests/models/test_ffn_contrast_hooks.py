@@ -61,8 +61,8 @@ def ref() -> HFVisionLanguageModel:
 
 def pair_prompts(n: int) -> tuple[list[Prompt], list[Prompt]]:
     """SPD-Faith naming prompts on world pairs, and the same prompts on blank (grey) pairs."""
-    from faithtests.reference.prompts import find_prompt
-    from faithtests.world.edits import pair_item
+    from faithtests.protocols.spdfaith.prompts import find_prompt
+    from faithtests.protocols.spdfaith.stimuli import pair_item
 
     main, aux = [], []
     for i in range(n):

@@ -116,9 +116,10 @@ def test_untrained_default_reference_model_skips_with_a_reason(
     spec the user names explicitly is never skipped (a usage error at configure time, naming the path)."""
     monkeypatch.setenv("FAITHTESTS_FIXTURES", str(tmp_path))
     pytester.makepyfile("def test_vlm(faith_vlm):\n    pass\n")
-    result = pytester.runpytest_subprocess("-p", "faithtests.plugin.hooks", "-rs")
+    result = pytester.runpytest_subprocess("-p", "faithtests.plugin.pytest_hooks", "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*default reference:vlm is not trained yet*faithtests train-reference vlm*"])
-    explicit = pytester.runpytest_subprocess("-p", "faithtests.plugin.hooks", "--faith-vlm", "reference:vlm")
+    explicit = pytester.runpytest_subprocess("-p", "faithtests.plugin.pytest_hooks",
+                                             "--faith-vlm", "reference:vlm")
     assert explicit.ret == pytest.ExitCode.USAGE_ERROR
     explicit.stderr.fnmatch_lines([f"ERROR: --faith-vlm: reference:vlm: looked for {tmp_path / 'vlm'} *"])

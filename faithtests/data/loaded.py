@@ -9,8 +9,8 @@ from typing import Generic, TypeVar
 
 from PIL import Image, UnidentifiedImageError
 
-from faithtests.data.errors import ImageLoadError, MissingImage
 from faithtests.data.images import to_rgb
+from faithtests.data.load_errors import ImageLoadError, MissingImage
 
 R = TypeVar("R")
 
@@ -72,35 +72,6 @@ class CaptionedImage:
     image: ImageRef
     captions: tuple[str, ...]
     caption_ids: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class LGIPFlip:
-    """A flipped caption from an LGIP JSONL; ``flip_type`` is None when the file gives no type."""
-
-    text: str
-    flip_type: str | None
-    paraphrase: str | None = None  # the intermediate paraphrase of a combined flip
-
-
-@dataclass(frozen=True)
-class LGIPCaption:
-    """One original caption (index ``index`` in ``orig_captions``) with its stored perturbations."""
-
-    index: int
-    caption: str
-    paraphrases: tuple[str, ...]
-    flips: tuple[LGIPFlip, ...]
-    combined: tuple[LGIPFlip, ...] = ()
-
-
-@dataclass(frozen=True)
-class LGIPRecord:
-    """One JSONL line of LGIP's released format (App. A.2 "Output fields")."""
-
-    record_id: str
-    image: ImageRef
-    captions: tuple[LGIPCaption, ...]
 
 
 @dataclass(frozen=True)
