@@ -1,6 +1,6 @@
 """The controller's side of the plugin: collect the records riding on reports, gate against the
-baseline, write the scorecard, summarise (registered by :func:`faithtests.plugin.hooks.pytest_configure`
-on the controller only; never on an xdist worker).
+baseline, write the scorecard, summarise (registered by
+:func:`faithtests.plugin.pytest_hooks.pytest_configure` on the controller only; never on an xdist worker).
 
 Result keys are :func:`~faithtests.scorecard.model.test_key` values, so they do not depend on pytest's
 rootdir. A test whose xdist worker died arrives as a failed report with ``when == "???"`` and no record:
@@ -16,8 +16,12 @@ from typing import Any
 
 import pytest
 
+from faithtests.config import foreign_option, setting
 from faithtests.config import settings as protocol_settings
+from faithtests.plugin import shard
+from faithtests.plugin.item_keys import wants_record
 from faithtests.plugin.lifecycle import ReportLock, missing_message
+from faithtests.plugin.option_table import DEVICE, DTYPE
 from faithtests.plugin.options import FAITH_THRESHOLDS, FaithOptions
 from faithtests.scorecard.baseline import Comparison, compare
 from faithtests.scorecard.fingerprint import (
@@ -45,11 +49,6 @@ EXIT_INSUFFICIENT = 6
 def baseline_file(path: Path) -> Path:
     """A baseline given as a directory (existing, or without a ``.json`` suffix) means its scorecard."""
     return path / "scorecard.json" if path.is_dir() or path.suffix != ".json" else path
-
-
-def wants_record(item: pytest.Item) -> bool:
-    """Tests that use the ``faith`` fixture or carry the ``suite`` marker are recorded."""
-    return "faith" in getattr(item, "fixturenames", ()) or item.get_closest_marker("suite") is not None
 
 
 def strip_group(nodeid: str) -> str:
@@ -111,9 +110,9 @@ class Controller:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         # under xdist the controller collects nothing: start when the run names faithtests inputs,
         # else at the first record (a plain unit-test run must not touch the report directory)
-        if self.config.getoption("numprocesses", None) and (
+        if foreign_option(self.config, "numprocesses") and (
                 self.opts.models or self.opts.vlms or self.opts.data or self.opts.baseline
-                or self.config.getoption("faith_report") is not None):
+                or self.opts.report_named):
             self.start_report()
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
@@ -172,9 +171,7 @@ class Controller:
         for rec in sorted(self.records.values(), key=lambda r: r.test):
             models.update(rec.models)
         thresholds = self.config.stash[FAITH_THRESHOLDS]
-        workers = self.config.getoption("numprocesses", None)
-        from faithtests.plugin import shard  # registered after this module is imported (see __init__)
-
+        workers = foreign_option(self.config, "numprocesses")
         regression = {"regression": self.opts.regression, "regression_all": self.opts.regression_all}
         return regression | build_fingerprint(
             root=self.config.rootpath,
@@ -182,8 +179,8 @@ class Controller:
             end=now_iso(),
             argv=list(self.config.invocation_params.args),
             seed=self.opts.seed,
-            device=self.config.getoption("faith_device", None),
-            dtype=self.config.getoption("faith_dtype", None),
+            device=setting(self.config, DEVICE),
+            dtype=setting(self.config, DTYPE),
             model_specs=self.opts.model_specs(),
             models=models,
             gate=self.opts.gate,
@@ -197,29 +194,9 @@ class Controller:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.records:
-            if self.baseline is not None and not (self.opts.allow_missing or self.opts.update_baseline):
-                # a gate that compared nothing fails (no scorecard: nothing was recorded)
-                n = len(self.baseline.results)
-                self.notes.append(f"FAIL: no test of this run recorded results, so none of the baseline's "
-                                  f"{n} result(s) was compared; pass --faith-allow-missing if this selection "
-                                  "is intended; exit status 1")
-                if session.exitstatus == pytest.ExitCode.OK:
-                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            self._nothing_recorded(session)
             return
-        complete = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and not (
-            session.shouldstop or session.shouldfail
-        )
-        # a test that errored before recording (setup) or crashed its worker has no results to gate
-        broken = sorted(r.test for r in self.records.values() if r.outcome in ("error", "crashed"))
-        status = "complete" if not (broken or self.collisions) else "incomplete"
-        status = status if complete else "interrupted"
-        complete = status == "complete"
-        if broken:
-            self.notes.append(f"ERROR: {len(broken)} test(s) errored or crashed: {', '.join(broken[:10])}"
-                              + (" ..." if len(broken) > 10 else ""))
-        for collision in self.collisions:
-            self.notes.append(f"ERROR: {collision}: rename one test file or test")
-            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        status = self._status(session, exitstatus)
         sc = Scorecard(
             fingerprint=self._fingerprint(),
             tests=list(self.records.values()),
@@ -227,45 +204,78 @@ class Controller:
         ).sorted()
         path = baseline_file(self.opts.baseline) if self.opts.baseline is not None else None
         if self.baseline is not None and path is not None:
-            self.comparison = compare(sc, self.baseline, self.opts.tolerance, gate=self.opts.regression_gate,
-                                      checked_only=not self.opts.regression_all)
-            sc.baseline = str(path)
-            sc.regressions = [d.to_json() for d in self.comparison.regressions]
-            if sc.regressions and not self.opts.update_baseline:
-                if session.exitstatus == pytest.ExitCode.OK:
-                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
-                n = len(sc.regressions)
-                self.notes.append(f"FAIL: {n} regression(s) against the baseline: exit status 1")
-            from faithtests.plugin.shard import split_missing
-
-            missing = split_missing(self.config, self.comparison.missing, self.notes)  # --faith-shard
-            if missing and not (self.opts.allow_missing or self.opts.update_baseline):
-                if session.exitstatus == pytest.ExitCode.OK:
-                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
-                self.notes.extend(missing_message(missing))
+            self._gate(sc, self.baseline, path, session)
         self._insufficient(sc, session)
         self.scorecard = sc
         self._write(sc, session)
         self.lock.release()
         if self.opts.update_baseline and path is not None:
-            refused = self._refusals(sc)
-            if not complete:
-                self.notes.append(f"baseline NOT updated (run {sc.status}): {path}")
-            elif refused and not self.opts.force_update_baseline:
-                self.notes.append(f"ERROR: baseline NOT updated, the old one is intact ({path}): "
-                                  f"{'; '.join(refused)}; pass --faith-force-update-baseline to write it "
-                                  "anyway; exit status 1")
-                if session.exitstatus in (pytest.ExitCode.OK, EXIT_INSUFFICIENT):
-                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
-            else:
-                try:
-                    self.written.append(write_scorecard(sc, path))
-                except OSError as exc:  # a full disk or read-only place: say so, still print the summary
-                    intact = " (the old one, if any, is intact)"
-                    self._write_failed("the baseline", path, exc, session, intact)
-                    return
-                forced = f" (forced despite: {'; '.join(refused)})" if refused else ""
-                self.notes.append(f"baseline updated: {path}{forced}")
+            self._update_baseline(sc, path, session, complete=status == "complete")
+
+    @staticmethod
+    def _failed(session: pytest.Session) -> None:
+        """Exit status 1, unless something already made it non-zero."""
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _nothing_recorded(self, session: pytest.Session) -> None:
+        if self.baseline is not None and not (self.opts.allow_missing or self.opts.update_baseline):
+            # a gate that compared nothing fails (no scorecard: nothing was recorded)
+            n = len(self.baseline.results)
+            self.notes.append(f"FAIL: no test of this run recorded results, so none of the baseline's "
+                              f"{n} result(s) was compared; pass --faith-allow-missing if this selection "
+                              "is intended; exit status 1")
+            self._failed(session)
+
+    def _status(self, session: pytest.Session, exitstatus: int) -> str:
+        """complete, incomplete (a test errored or crashed, or two shared a key) or interrupted."""
+        complete = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and not (
+            session.shouldstop or session.shouldfail
+        )
+        # a test that errored before recording (setup) or crashed its worker has no results to gate
+        broken = sorted(r.test for r in self.records.values() if r.outcome in ("error", "crashed"))
+        status = "complete" if not (broken or self.collisions) else "incomplete"
+        if broken:
+            self.notes.append(f"ERROR: {len(broken)} test(s) errored or crashed: {', '.join(broken[:10])}"
+                              + (" ..." if len(broken) > 10 else ""))
+        for collision in self.collisions:
+            self.notes.append(f"ERROR: {collision}: rename one test file or test")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        return status if complete else "interrupted"
+
+    def _gate(self, sc: Scorecard, baseline: Scorecard, path: Path, session: pytest.Session) -> None:
+        """Regressions against the baseline and its results this run did not produce."""
+        self.comparison = compare(sc, baseline, self.opts.tolerance, gate=self.opts.regression_gate,
+                                  checked_only=not self.opts.regression_all)
+        sc.baseline = str(path)
+        sc.regressions = [d.to_json() for d in self.comparison.regressions]
+        if sc.regressions and not self.opts.update_baseline:
+            self._failed(session)
+            n = len(sc.regressions)
+            self.notes.append(f"FAIL: {n} regression(s) against the baseline: exit status 1")
+        missing = shard.split_missing(self.config, self.comparison.missing, self.notes)  # --faith-shard
+        if missing and not (self.opts.allow_missing or self.opts.update_baseline):
+            self._failed(session)
+            self.notes.extend(missing_message(missing))
+
+    def _update_baseline(self, sc: Scorecard, path: Path, session: pytest.Session, *, complete: bool) -> None:
+        refused = self._refusals(sc)
+        if not complete:
+            self.notes.append(f"baseline NOT updated (run {sc.status}): {path}")
+        elif refused and not self.opts.force_update_baseline:
+            self.notes.append(f"ERROR: baseline NOT updated, the old one is intact ({path}): "
+                              f"{'; '.join(refused)}; pass --faith-force-update-baseline to write it "
+                              "anyway; exit status 1")
+            if session.exitstatus in (pytest.ExitCode.OK, EXIT_INSUFFICIENT):
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        else:
+            try:
+                self.written.append(write_scorecard(sc, path))
+            except OSError as exc:  # a full disk or read-only place: say so, still print the summary
+                self._write_failed("the baseline", path, exc, session, " (the old one, if any, is intact)")
+                return
+            forced = f" (forced despite: {'; '.join(refused)})" if refused else ""
+            self.notes.append(f"baseline updated: {path}{forced}")
 
     def _write_failed(self, what: str, path: Path, exc: OSError, session: pytest.Session,
                       extra: str = "") -> None:
@@ -330,9 +340,9 @@ class Controller:
             return
         html_path = out / "scorecard.html"
         try:
-            from faithtests.scorecard.render import render_html
+            from faithtests.scorecard.html import render_html  # lazy: jinja and plots, only when writing
         except ImportError as exc:
-            if isinstance(exc, ModuleNotFoundError) and exc.name == "faithtests.scorecard.render":
+            if isinstance(exc, ModuleNotFoundError) and exc.name == "faithtests.scorecard.html":
                 self.notes.append("warning: HTML renderer not available; wrote scorecard.json only")
             else:
                 self.notes.append(f"ERROR: HTML renderer failed to import: {exc}")

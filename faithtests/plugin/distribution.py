@@ -10,7 +10,7 @@ repeating it.
   model with the values of the parameters they take (e.g. ``flip_scored(world,flip)``), so tests
   sharing a model stage still run on one worker and the stage runs once. Tests that use a model
   directly share the group ``LABEL``. Groups are marked at collection (``pytest_collection_modifyitems``
-  in :mod:`.models`), when every parameter of a test is known.
+  in :mod:`.model_fixtures`), when every parameter of a test is known.
 - The pytest >= 9.2 shim writes the group suffix into the structured node id (pytest-xdist#1386).
 - Longest groups first: the controller records each group's seconds in pytest's cache
   (:data:`GROUP_SECONDS_KEY`); the next ``-n`` run collects the groups longest-first (groups it has
@@ -29,7 +29,9 @@ from typing import Any
 
 import pytest
 
+from faithtests.config import setting
 from faithtests.models.locations import weight_bytes
+from faithtests.plugin.option_table import SHARD
 
 #: Models whose weight files are smaller than this may load on several workers (see module doc):
 #: the reference models (a few MB) load in well under a second, a 2B model in float32 (~9 GB) does not.
@@ -83,7 +85,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput") or getattr(config.option, "dist", None) != "loadgroup" or cache is None:
         return
     # a shard's record would change the split of the shards that start after it (see .shard)
-    if not (config.getoption("faith_shard", None) or str(config.getini("faith_shard")).strip()):
+    if not setting(config, SHARD):
         config.pluginmanager.register(GroupClock(cache), "faithtests-group-clock")
     if cache.get(GROUP_SECONDS_KEY, None):
         config.option.loadscopereorder = False
@@ -159,7 +161,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not _loadgroup(config):
         return
     parse: Any = None
-    try:
+    try:  # lazy: a pytest >= 9.2 internal, absent before
         from _pytest.nodeid import NodeId  # type: ignore[import-not-found, unused-ignore]
 
         parse = NodeId.parse

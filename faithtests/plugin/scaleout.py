@@ -24,34 +24,26 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from faithtests.config import Option, foreign_option, setting, setting_source
+from faithtests.plugin.option_table import (
+    CACHE,
+    DEVICE_MAP,
+    DEVICE_MAPS,
+    RAY,
+    RAY_ACTORS,
+    RAY_EXTRA,
+    RAY_GPUS,
+    THREADS,
+)
+
 if TYPE_CHECKING:
     from faithtests.models.ray_actors import RaySettings
 
-RAY_EXTRA = 'pip install -e ".[ray]"'
-DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
+__all__ = ["DEVICE_MAPS", "RAY_EXTRA", "device_map", "load_options", "ray_settings", "ray_threads",
+           "start_pool", "stop"]
 _SETTINGS = pytest.StashKey[Any]()  # RaySettings | None, parsed once
 _ACTORS = pytest.StashKey[list[Any]]()  # every actor this run started
 _STARTED = pytest.StashKey[bool]()  # whether this run started the Ray instance
-
-
-def add_options(parser: pytest.Parser) -> None:
-    g = parser.getgroup("faithtests")
-    g.addoption("--faith-ray", dest="faith_ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-                help="serve each model from a pool of Ray actors: local (the bare flag: a Ray instance "
-                     "started by the run), auto (the cluster of this machine) or a cluster address "
-                     f"(needs {RAY_EXTRA}) (ini: faith_ray)")
-    parser.addini("faith_ray", "Ray executor for the models (see --faith-ray)", default="")
-    g.addoption("--faith-ray-actors", dest="faith_ray_actors", default=None, metavar="N",
-                help="Ray actors per model, each holding one copy (default 2) (ini: faith_ray_actors)")
-    parser.addini("faith_ray_actors", "Ray actors per model (see --faith-ray-actors)", default="")
-    g.addoption("--faith-ray-gpus-per-actor", dest="faith_ray_gpus", default=None, metavar="G",
-                help="GPUs each Ray actor holds (default 0: CPU) (ini: faith_ray_gpus_per_actor)")
-    parser.addini("faith_ray_gpus_per_actor", "GPUs per Ray actor (see --faith-ray-gpus-per-actor)",
-                  default="")
-    g.addoption("--faith-device-map", dest="faith_device_map", default=None, metavar="MAP",
-                help=f"HF VLMs: device_map for from_pretrained ({', '.join(DEVICE_MAPS)}); spreads a model "
-                     "over the visible GPUs (needs accelerate) (ini: faith_device_map)")
-    parser.addini("faith_device_map", "HF VLM device_map (see --faith-device-map)", default="")
 
 
 def _importable(name: str) -> bool:
@@ -63,12 +55,10 @@ def _importable(name: str) -> bool:
     return True
 
 
-def _value(config: pytest.Config, dest: str, ini: str) -> tuple[str, str]:
-    """(text, where it came from for messages): command line > ini > ''."""
-    cli = config.getoption(dest, None)
-    if cli is not None:
-        return str(cli).strip(), "--" + ini.replace("_", "-")
-    return str(config.getini(ini) or "").strip(), f"ini {ini}"
+def _value(config: pytest.Config, option: Option) -> tuple[str, str]:
+    """(text, where it came from for messages: ``--faith-x`` or ``ini faith_x``)."""
+    text, source = setting_source(config, option)
+    return text, source.label
 
 
 def _number(text: str, where: str, minimum: float, kind: type) -> Any:
@@ -86,7 +76,7 @@ def ray_settings(config: pytest.Config) -> RaySettings | None:
     """The parsed ``--faith-ray*`` options, or None when Ray is off; checked once (usage errors)."""
     if _SETTINGS in config.stash:
         return config.stash[_SETTINGS]  # type: ignore[no-any-return]
-    address, where = _value(config, "faith_ray", "faith_ray")
+    address, where = _value(config, RAY)
     settings = None
     if address:
         settings = _parse(config, address, where)
@@ -100,27 +90,33 @@ def _parse(config: pytest.Config, address: str, where: str) -> RaySettings:
                                 "put test paths before --faith-ray)")
     if not _importable("ray"):
         raise pytest.UsageError(f"{where} needs ray, which is not installed: {RAY_EXTRA}")
-    if config.getoption("faith_cache", None) or str(config.getini("faith_cache") or "").strip():
+    if setting(config, CACHE) is not None:
         raise pytest.UsageError(f"{where} cannot be combined with --faith-cache / ini faith_cache: pooled "
                                 "models keep their caches in the driver's memory only")
-    if int(config.getoption("numprocesses", 0) or 0) > 0:
+    if int(foreign_option(config, "numprocesses", 0) or 0) > 0:
         raise pytest.UsageError(f"{where} cannot be combined with xdist (-n): one process drives the pool")
-    from faithtests.models.ray_actors import RaySettings
+    from faithtests.models.ray_actors import RaySettings  # lazy: ray, an optional extra
 
-    actors_text, actors_where = _value(config, "faith_ray_actors", "faith_ray_actors")
-    gpus_text, gpus_where = _value(config, "faith_ray_gpus", "faith_ray_gpus_per_actor")
-    threads = config.getoption("faith_threads", None) or str(config.getini("faith_threads") or "") or "1"
+    actors_text, actors_where = _value(config, RAY_ACTORS)
+    gpus_text, gpus_where = _value(config, RAY_GPUS)
     return RaySettings(
         address=address,
         actors=_number(actors_text or "2", actors_where, 1, int),
         gpus_per_actor=_number(gpus_text or "0", gpus_where, 0, float),
-        threads=_number(str(threads), "--faith-threads", 1, int),
+        threads=ray_threads(config),
     )
+
+
+def ray_threads(config: pytest.Config) -> int:
+    """Torch threads of each Ray actor: ``--faith-threads``, else 1 (an actor has no thread policy of its
+    own; in the driver, an unset ``--faith-threads`` leaves the choice to the policy)."""
+    threads: int | None = setting(config, THREADS)
+    return threads or 1
 
 
 def device_map(config: pytest.Config) -> str | None:
     """``--faith-device-map`` / ini ``faith_device_map``, checked (usage errors), or None."""
-    text, where = _value(config, "faith_device_map", "faith_device_map")
+    text, where = _value(config, DEVICE_MAP)
     if not text:
         return None
     if text not in DEVICE_MAPS:
@@ -140,7 +136,7 @@ def load_options(config: pytest.Config) -> dict[str, Any]:
 def start_pool(config: pytest.Config, spec: str, device: str, dtype: str, batch: int,
                local: Any) -> Any:
     """The pooled adapter of ``spec`` (Ray joined or started on first use)."""
-    from faithtests.models.ray_actors import connect, start_pool
+    from faithtests.models.ray_actors import connect, start_pool  # lazy: ray, an optional extra
 
     settings = ray_settings(config)
     assert settings is not None
@@ -154,7 +150,7 @@ def start_pool(config: pytest.Config, spec: str, device: str, dtype: str, batch:
 
 def stop(config: pytest.Config) -> None:
     if _STARTED in config.stash:
-        from faithtests.models.ray_actors import stop
+        from faithtests.models.ray_actors import stop  # lazy: ray, an optional extra
 
         actors: list[Any] = config.stash.get(_ACTORS, [])
         stop(actors, config.stash[_STARTED])

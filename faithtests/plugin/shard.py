@@ -27,7 +27,10 @@ from typing import Any, Protocol, TypeVar
 
 import pytest
 
+from faithtests.config import setting
 from faithtests.plugin.distribution import GROUP_SECONDS_KEY
+from faithtests.plugin.item_keys import record_test_id
+from faithtests.plugin.option_table import SHARD, UPDATE_BASELINE
 from faithtests.scorecard.model import test_key
 
 _SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
@@ -94,25 +97,12 @@ class ShardPlan:
 FAITH_SHARD = pytest.StashKey[ShardPlan]()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    help = "run shard K of N (1-based, e.g. 2/3) of the collected tests, a model's tests kept together"
-    parser.getgroup("faithtests").addoption("--faith-shard", dest="faith_shard", default=None, metavar="K/N",
-                                            help=help + " (ini: faith_shard)")
-    parser.addini("faith_shard", help, default="")
-
-
-def _update_baseline(config: pytest.Config) -> bool:
-    flag = config.getoption("faith_update_baseline", None)
-    return bool(config.getini("faith_update_baseline") if flag is None else flag)
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    text = config.getoption("faith_shard", None)
-    text = str(config.getini("faith_shard") if text is None else text).strip()
+    text = setting(config, SHARD)
     if not text:
         return
     k, n = parse_shard(text)
-    if _update_baseline(config):
+    if setting(config, UPDATE_BASELINE):
         raise pytest.UsageError(
             f"--faith-shard {k}/{n} with --faith-update-baseline would write one shard's results as the "
             "baseline: run the shards, `faithtests merge` them, and use the merged scorecard.json")
@@ -166,8 +156,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     plan = config.stash.get(FAITH_SHARD, None)
     if plan is None or not items:
         return
-    from faithtests.plugin.hooks import record_test_id  # hooks imports the controller, which imports us
-
     cache = getattr(config, "cache", None)
     seconds = cache.get(GROUP_SECONDS_KEY, None) if cache is not None else None
     mine = split(items, [record_test_id(item) for item in items], plan,

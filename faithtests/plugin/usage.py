@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 import pytest
 
+from faithtests.models.checks import BUILTIN_FAMILIES, is_plugin_spec, unknown_families
 from faithtests.plugin.options import ModelSpec, get_options
 from faithtests.scorecard.scorecard import Scorecard
 from faithtests.scorecard.thresholds import Thresholds
@@ -34,7 +35,7 @@ def check_device(text: str, *, present: bool = True) -> None:
                                 "(auto, cpu, cuda, cuda:N or mps)")
     if device in ("auto", "cpu") or not present:
         return
-    import torch  # only for an explicit accelerator: whether it is here is torch's to say
+    import torch  # lazy: torch, only for an explicit accelerator: whether it is here is torch's to say
 
     if device == "mps":
         if not torch.backends.mps.is_available():
@@ -69,8 +70,6 @@ def threshold_families(th: Thresholds) -> dict[str, str]:
 def check_families(th: Thresholds, specs: Iterable[ModelSpec]) -> None:
     """A family no adapter declares (typo ``siglp``) would never apply, silently: a usage error naming
     it, unless the run has a plug-in model (``py:`` or an entry point), whose family only it knows."""
-    from faithtests.models.checks import BUILTIN_FAMILIES, is_plugin_spec, unknown_families
-
     if any(is_plugin_spec(m.spec) for m in specs):
         return
     named = threshold_families(th)

@@ -424,7 +424,7 @@ def test_model_info_teardown_error_and_missing_renderer(
     report = pytester.path / "faith-report"
     report.mkdir()
     (report / "scorecard.html").write_text("stale")
-    monkeypatch.setitem(sys.modules, "faithtests.scorecard.render", None)  # renderer absent
+    monkeypatch.setitem(sys.modules, "faithtests.scorecard.html", None)  # renderer absent
     result = _run(pytester)
     assert result.ret == 1
     sc = _scorecard(pytester)
@@ -468,19 +468,18 @@ def test_repo_conftest_and_entry_point_register_once(pytestconfig: pytest.Config
     assert ep.name == ep.value == "faithtests.plugin"  # same name as the module: registered once
     # and this very session (root conftest + entry point) holds exactly one instance of each module
     import faithtests.plugin
-    import faithtests.plugin.hooks
-    import faithtests.plugin.models
+    import faithtests.plugin.model_fixtures
+    import faithtests.plugin.pytest_hooks
 
-    for module in (faithtests.plugin, faithtests.plugin.hooks, faithtests.plugin.models):
+    for module in (faithtests.plugin, faithtests.plugin.pytest_hooks, faithtests.plugin.model_fixtures):
         registered = [p for p in pytestconfig.pluginmanager.get_plugins() if p is module]
         assert len(registered) == 1, module.__name__
-    # each protocol's fixtures module is found on disk and registered by the plugin, once
-    from faithtests.protocols import FIXTURE_PLUGINS
+    # each protocol's fixtures module is named by its manifest (found on disk) and registered by the plugin
+    from faithtests.protocols import fixture_plugins
 
-    assert FIXTURE_PLUGINS == ("faithtests.protocols.acbench.fixtures", "faithtests.protocols.imavb.fixtures",
-                               "faithtests.protocols.lgip.fixtures", "faithtests.protocols.s3e.fixtures",
-                               "faithtests.protocols.spdfaith.fixtures")
-    for name in FIXTURE_PLUGINS:
+    assert fixture_plugins() == tuple(f"faithtests.protocols.{p}.fixtures"
+                                      for p in ("acbench", "imavb", "lgip", "s3e", "spdfaith"))
+    for name in fixture_plugins():
         assert pytestconfig.pluginmanager.get_plugin(name) is not None, name
 
 
@@ -507,6 +506,6 @@ def test_threshold_family_is_what_the_model_declares_in_its_role(pytester: pytes
             faith.metric("E_inv", 0.64, higher_is_better=False)
             faith.check("E_inv")
     """)
-    result = _run(pytester, "-p", "no:faithtests.plugin.models")
+    result = _run(pytester, "-p", "no:faithtests.plugin.model_fixtures")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*invariance/E_inv = 0.640 fails <= 0.050*model=siglip-v*"])

@@ -1,4 +1,4 @@
-"""The model fixtures plugin (faithtests.plugin.models), driven by pytester with tiny models."""
+"""The model fixtures plugin (faithtests.plugin.model_fixtures), driven by pytester with tiny models."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def test_each_model_loaded_once_per_process(
     project: pytest.Pytester, tiny_dir: Callable[[str], Path]
 ) -> None:
     project.makepyfile(test_suite="""
-        from faithtests.plugin.models import _LOADED
+        from faithtests.plugin.model_fixtures import _LOADED
         IDS = {}
 
         def test_a(faith_scorer, request):

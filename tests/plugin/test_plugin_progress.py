@@ -1,4 +1,4 @@
-"""Progress lines of long model stages (faithtests.plugin.progress): serial, quiet, under xdist, and
+"""Progress lines of long model stages (faithtests.plugin.progress_report): serial, quiet, under xdist, and
 results that do not depend on them."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 import numpy  # noqa: F401  (inline runs restore sys.modules: heavy modules must be imported already)
 import pytest
 
-from faithtests.plugin import progress as plugin_progress
-from faithtests.plugin.progress import Printer
+from faithtests.plugin import progress_report as plugin_progress
+from faithtests.plugin.progress_report import Printer
 from faithtests.progress import ProgressEvent
 
 PLUGINS = ("-p", "faithtests.plugin", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",

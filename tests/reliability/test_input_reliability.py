@@ -55,8 +55,9 @@ def test_sugarcrepe_without_coco(project: pytest.Pytester) -> None:
 
 def test_registry_names_every_suite_reader() -> None:
     """One registry: each name's kind and its suites; every protocol fixture reads only registered names."""
-    from faithtests.data.names import DATASETS
+    from faithtests.plugin.option_table import data_names
 
+    DATASETS = data_names()  # built from the protocols' manifests
     assert {n: (d.kind, d.suites) for n, d in DATASETS.items()} == {
         "coco": ("dir", ("invariance", "flip_sensitivity", "difference_consistency")),
         "sugarcrepe": ("dir", ("flip_sensitivity",)),
@@ -283,7 +284,7 @@ def test_help_states_the_default_rule(project: pytest.Pytester) -> None:
             "--faith-vlm is named: naming any model drops all bundled defaults")
     assert f"image-text scorer to test, [LABEL=]SPEC; repeatable ({rule}) (ini: faith_model)" in out
     assert f"vision-language model to test, [LABEL=]SPEC; repeatable ({rule}) (ini: faith_vlm)" in out
-    assert "NAME is one of coco, sugarcrepe, lgip, aro, winoground, imavb, acbench, emoset, spdfaith" in out
+    assert "NAME is one of coco, acbench, emoset, imavb, lgip, sugarcrepe, aro, winoground, spdfaith" in out
 
 
 # -- item 4: images read correctly or refused (unit cases in tests/data/test_images.py) -------------------
@@ -296,8 +297,8 @@ def test_16bit_png_through_a_loader_is_not_white(tmp_path: Path) -> None:
 
 
 def test_float_image_is_refused_naming_the_file(tmp_path: Path) -> None:
-    from faithtests.data.errors import ImageLoadError
-    from faithtests.data.records import ImageRef
+    from faithtests.data.load_errors import ImageLoadError
+    from faithtests.data.loaded import ImageRef
 
     path = tmp_path / "f.tif"
     Image.fromarray(np.zeros((2, 2), dtype=np.float32)).save(path)

@@ -22,30 +22,55 @@ fixture runs.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
+import numpy as np
 import pytest
 
-from faithtests.config import run_config
+from faithtests.config import run_config, setting
 from faithtests.data.invalid import Counted, invalid_rows
+from faithtests.models.interfaces import Hooks, VisionLanguageModel
+from faithtests.protocols.acbench import sources
+from faithtests.protocols.acbench.manifest import CECS_WINDOW, MANIFEST, parse_window
+from faithtests.protocols.acbench.metrics import lss_curve
+from faithtests.protocols.acbench.records import AcRecord
+from faithtests.protocols.acbench.run import (
+    AnswerMode,
+    Answers,
+    GateCheck,
+    LssRun,
+    PromptKind,
+    Usable,
+    answer,
+    conflict_scores,
+    gate_check,
+    label_token_counts,
+    lss_run,
+    mass_check,
+    monitored_run,
+    prompts_for,
+    rescored,
+    usable,
+)
+from faithtests.protocols.acbench.sources import Loaded
+from faithtests.protocols.acbench.steering import (
+    MassMonitor,
+    active_rows,
+    check_window_option,
+    choose_window,
+    steering_hooks,
+)
 
-if TYPE_CHECKING:
-    import numpy as np
+__all__ = ["ACBENCH_BOOTSTRAP", "ACBENCH_VARIANTS", "AcData", "CecsUnavailable", "parse_window"]
 
-    from faithtests.models.interfaces import Hooks, VisionLanguageModel
-    from faithtests.protocols.acbench.records import AcRecord
-    from faithtests.protocols.acbench.run import AnswerMode, Answers, GateCheck, LssRun, PromptKind, Usable
-    from faithtests.protocols.acbench.sources import Loaded
-    from faithtests.protocols.acbench.steering import MassMonitor
 
 #: Reference-world mood scenes per run (x 6 records: 1 aligned + 5 conflicts): 30 scenes give 150
 #: conflict records (30 per subset) and the whole suite (both answer modes, base and CECS) runs in
 #: about 40 s on reference:vlm on 2 cores (40 scenes: about 46 s).
 ACBENCH_WORLD_IMAGES: Final = 30
 #: Bootstrap resamples over images (the cluster of an image's six records); one vectorised draw each.
-ACBENCH_BOOTSTRAP: Final = 10_000
+ACBENCH_BOOTSTRAP: Final = MANIFEST.bootstrap
 ACBENCH_VARIANTS: Final = ("base", "cecs")
 #: Prompts run through the hooks for the mass-preservation and below-the-gate checks.
 CHECK_PROMPTS: Final = 4
@@ -54,38 +79,8 @@ _RECORDS = pytest.StashKey[dict[str, Any]]()
 _WINDOW = pytest.StashKey["tuple[int, int] | None"]()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    g = parser.getgroup("faithtests")
-    help_ = (
-        "AC-Bench CECS intervention window, 0-based decoder layers FIRST-LAST inclusive (default: the "
-        "paper's window for Qwen3-VL-8B, else from the model's own LSS curve)"
-    )
-    g.addoption(
-        "--faith-cecs-window",
-        dest="faith_cecs_window",
-        default=None,
-        metavar="FIRST-LAST",
-        help=help_ + " (ini: faith_cecs_window)",
-    )
-    parser.addini("faith_cecs_window", help_, default="")
-
-
-def parse_window(text: str) -> tuple[int, int] | None:
-    """``"17-24"`` (or ``17:24``, ``17,24``) → (17, 24); empty → None; anything else a UsageError."""
-    t = text.strip()
-    if not t:
-        return None
-    m = re.fullmatch(r"(\d+)\s*[-:,]\s*(\d+)", t)
-    if m is None or int(m[1]) > int(m[2]):
-        raise pytest.UsageError(f"--faith-cecs-window: {text!r} is not FIRST-LAST with FIRST <= LAST")
-    return int(m[1]), int(m[2])
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    value = config.getoption("faith_cecs_window", None)
-    config.stash[_WINDOW] = parse_window(
-        str(value if value is not None else config.getini("faith_cecs_window"))
-    )
+    config.stash[_WINDOW] = setting(config, CECS_WINDOW)
 
 
 def acbench_datasets(config: pytest.Config) -> list[str]:
@@ -138,9 +133,6 @@ class AcData:
     def answers(self, variant: str, mode: AnswerMode) -> Answers:
         """The emotion prompt (image + description) in ``mode`` under ``variant`` (base / cecs)."""
         if (variant, mode) not in self._answers:
-            from faithtests.protocols.acbench.run import answer, prompts_for
-            from faithtests.protocols.acbench.steering import active_rows, steering_hooks
-
             if variant == "base":
                 self._answers[variant, mode] = answer(
                     self.vlm, prompts_for("emotion", self.records), self._ids(self.records), mode
@@ -169,8 +161,6 @@ class AcData:
         (``run.rescored``; recorded as ``scoring=length_normalised``, not gated); None when the adapter
         exposes no tokenizer to count label tokens with."""
         if not self._normalised:
-            from faithtests.protocols.acbench.run import label_token_counts, prompts_for, rescored
-
             counts = label_token_counts(self.vlm, prompts_for("emotion", self.records))
             base = self.answers("base", "constrained")
             self._normalised.append(None if counts is None else rescored(base, counts))
@@ -180,8 +170,6 @@ class AcData:
         """The unimodal baselines (App. C.1): ``image-only`` on one record per image (gold y_img),
         ``text-only`` on every described record (gold y_txt)."""
         if (kind, mode) not in self._baselines:
-            from faithtests.protocols.acbench.run import answer, prompts_for
-
             if kind not in ("image-only", "text-only"):
                 raise ValueError(f"baseline kind {kind!r} is not image-only or text-only")
             recs = self.usable.images if kind == "image-only" else self.records
@@ -199,8 +187,6 @@ class AcData:
 
     def score_run(self) -> tuple[np.ndarray, dict[str, int], dict[str, list[str]]]:
         if self._scores is None:
-            from faithtests.protocols.acbench.run import conflict_scores
-
             s, bad = conflict_scores(self.vlm, self.records)
             self._scores = (s, bad.invalid, bad.examples)
         return self._scores
@@ -208,9 +194,6 @@ class AcData:
     def lss(self, variant: str) -> LssRun:
         """Per-item LSS (Eq. 22) of the emotion prompts under ``variant``."""
         if variant not in self._lss:
-            from faithtests.protocols.acbench.run import LssRun, lss_run, prompts_for
-            from faithtests.protocols.acbench.steering import active_rows, steering_hooks
-
             if variant == "base":
                 self._lss[variant] = lss_run(self.vlm, prompts_for("emotion", self.records))
             elif variant == "cecs":
@@ -241,12 +224,7 @@ class AcData:
     def window(self) -> tuple[tuple[int, int], str]:
         """(CECS window, the rule that chose it); ``CecsUnavailable`` when none can be chosen."""
         if self._window is None:
-            from faithtests.protocols.acbench.metrics import lss_curve
-            from faithtests.protocols.acbench.steering import choose_window
-
             if self.window_option is not None:  # the user's option outside the model: an error, not a skip
-                from faithtests.protocols.acbench.steering import check_window_option
-
                 check_window_option(self.window_option, self.vlm.num_layers)
             rows, name = self.sink_rows()
             mean = None
@@ -267,8 +245,6 @@ class AcData:
     def mass(self) -> MassMonitor:
         """The CECS update at s = 1 (gate open) on the first ``CHECK_PROMPTS`` emotion prompts."""
         if self._mass is None:
-            from faithtests.protocols.acbench.run import mass_check, prompts_for
-
             self._mass = mass_check(
                 self.vlm, prompts_for("emotion", self.records[:CHECK_PROMPTS]), self.window()[0]
             )
@@ -278,9 +254,6 @@ class AcData:
         """The real CECS attention runs (every steered record at its own s) re-run under a monitor
         (:func:`~faithtests.protocols.acbench.run.monitored_run`: its totals are stored with the outputs)."""
         if self._steered_mass is None:
-            from faithtests.protocols.acbench.run import monitored_run, prompts_for
-            from faithtests.protocols.acbench.steering import MassMonitor, active_rows, steering_hooks
-
             s = self.scores()
             rows = active_rows(s)
             window, _ = self.window()
@@ -294,8 +267,6 @@ class AcData:
     def gate(self) -> GateCheck:
         """Below the gate, the hooked outputs of the first ``CHECK_PROMPTS`` prompts against base."""
         if self._gate is None:
-            from faithtests.protocols.acbench.run import gate_check, prompts_for
-
             recs = self.records[:CHECK_PROMPTS]
             self._gate = gate_check(
                 self.vlm,
@@ -321,8 +292,6 @@ def _records(config: pytest.Config, dataset: str) -> Loaded:
     cache = config.stash.setdefault(_RECORDS, {})
     run = run_config(config)
     if dataset not in cache:
-        from faithtests.protocols.acbench import sources
-
         if dataset == "world":
             recs = sources.world_records(run.capped(ACBENCH_WORLD_IMAGES), seed=run.seed)
             cache[dataset] = sources.Loaded(records=recs, total=len(recs))
@@ -339,8 +308,6 @@ def _records(config: pytest.Config, dataset: str) -> Loaded:
 @pytest.fixture
 def acbench_data(request: pytest.FixtureRequest, faith_vlm: Any) -> AcData:
     """One VLM on one dataset (the usable records; runs on first use), once per session."""
-    from faithtests.protocols.acbench.run import usable
-
     dataset = str(request.param)
     cache = request.config.stash.setdefault(_DATA, {})
     key = (faith_vlm.spec, dataset)

@@ -22,29 +22,37 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 import pytest
 
-from faithtests.config import record_setting, run_config
+from faithtests.config import record_setting, run_config, setting
+from faithtests.models.interfaces import VisionLanguageModel
+from faithtests.protocols.imavb import sources
+from faithtests.protocols.imavb.manifest import FRAMES, IMAVB_FRAMES, MANIFEST, parse_frames
+from faithtests.protocols.imavb.pgla import GateProbe, PGLAResult, pgla_cv, pgla_gate, pgla_layer
+from faithtests.protocols.imavb.probes import Folds, ProbeResult, group_folds, layer_curve
+from faithtests.protocols.imavb.records import PremiseRecord
+from faithtests.protocols.imavb.run import (
+    ChoiceRun,
+    VariantRun,
+    logit_lens,
+    pgla_hooks,
+    run_choice,
+    run_variant,
+    sentence_embeddings,
+)
+from faithtests.protocols.imavb.sources import Loaded, load_imavb
+from faithtests.scorecard.coverage import NONFINITE
 
-if TYPE_CHECKING:  # numpy, torch and scikit-learn are not imported at plugin load
-    import numpy as np
-
-    from faithtests.models.interfaces import VisionLanguageModel
+if TYPE_CHECKING:  # lazy: torch (the output store)
     from faithtests.models.store import OutputStore
-    from faithtests.protocols.imavb.pgla import GateProbe, PGLAResult
-    from faithtests.protocols.imavb.probes import Folds, ProbeResult
-    from faithtests.protocols.imavb.records import PremiseRecord
-    from faithtests.protocols.imavb.run import ChoiceRun, VariantRun
-    from faithtests.protocols.imavb.sources import Loaded
 
 #: Reference-world stimuli per run (each gives a standard and a misleading question): enough for CIs
 #: of about ±0.05 on a split, and the whole suite runs in well under a minute on 2 cores.
 PREMISE_WORLD_STIMULI = 200
-#: Frames sampled uniformly per IMAVB video: the paper's 50 (App. J) unless ``--faith-imavb-frames``.
-IMAVB_FRAMES = 50
 #: Bootstrap resamples over stimuli: the paper's 10,000 (one vectorised draw per call costs a few ms at
 #: this suite's 200 stimuli, so the default run reports the final numbers; no ``slow`` tier needed).
-PREMISE_BOOTSTRAP = 10_000
+PREMISE_BOOTSTRAP = MANIFEST.bootstrap
 PREMISE_VARIANTS = ("base", "pgla")
 #: Records run again through ``Hooks.logit_adjuster`` to check the adapter path equals Eqs. 5–6 offline.
 PGLA_HOOK_CHECK_RECORDS = 8
@@ -55,27 +63,11 @@ AUDIO_NOT_APPLICABLE = (
 _DATA = pytest.StashKey[dict[tuple[str, str], "PremiseData"]]()
 _RECORDS = pytest.StashKey[dict[str, Any]]()
 _FRAMES = pytest.StashKey[int]()
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    g = parser.getgroup("faithtests")
-    help_ = f"IMAVB video frames sampled uniformly per clip (default {IMAVB_FRAMES}, the paper's App. J)"
-    g.addoption("--faith-imavb-frames", dest="faith_imavb_frames", default=None, metavar="N",
-                help=help_ + " (ini: faith_imavb_frames)")
-    parser.addini("faith_imavb_frames", help_, default=str(IMAVB_FRAMES))
-
-
-def parse_frames(text: str) -> int:
-    """``"50"`` → 50; anything but a positive integer is a UsageError."""
-    t = text.strip()
-    if not t.isdigit() or int(t) <= 0:
-        raise pytest.UsageError(f"--faith-imavb-frames: {text!r} is not a positive number of frames")
-    return int(t)
+__all__ = ["IMAVB_FRAMES", "PREMISE_BOOTSTRAP", "PREMISE_VARIANTS", "PremiseData", "parse_frames"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    value = config.getoption("faith_imavb_frames", None)
-    frames = parse_frames(str(value if value is not None else config.getini("faith_imavb_frames")))
+    frames: int = setting(config, FRAMES)
     config.stash[_FRAMES] = frames
     # a setting that changes what IMAVB measures: recorded in the scorecard's fingerprint
     record_setting(config, "imavb_frames", frames)
@@ -141,10 +133,6 @@ class PremiseData:
         """The §4.3 gap analysis's probe per layer (4-fold CV over all rows, grouped by stimulus) and
         its folds; computed once."""
         if seed not in self._gap:
-            import numpy as np
-
-            from faithtests.protocols.imavb.probes import group_folds, layer_curve
-
             if self.run.states is None:
                 raise ValueError(f"{self.dataset}: the run kept no hidden states")
             y = np.array([r.misleading for r in self.run.records], dtype=np.int64)
@@ -155,16 +143,12 @@ class PremiseData:
     def embeddings(self) -> np.ndarray:
         """all-MiniLM-L6-v2 embeddings of the question texts (raises ``EmbedderUnavailable``); once."""
         if self._emb is None:
-            from faithtests.protocols.imavb.run import sentence_embeddings
-
             self._emb = sentence_embeddings([r.question for r in self.run.records], store=self.store)
         return self._emb
 
     def prompt_run(self, prompt: str) -> VariantRun:
         """The A2 / A3 / A4 prompt variant on the records A1 ran (``run_variant``); once per variant."""
         if prompt not in self._prompts:
-            from faithtests.protocols.imavb.run import run_variant
-
             if self.vlm is None:
                 raise ValueError("prompt_run needs the VLM")
             self._prompts[prompt] = run_variant(self.vlm, self.run.records, prompt)
@@ -178,10 +162,6 @@ class PremiseData:
         if orders not in ("shuffled", "fixed"):
             raise ValueError(f"orders must be 'shuffled' or 'fixed', got {orders!r}")
         if (seed, orders) not in self._pgla:
-            import numpy as np
-
-            from faithtests.protocols.imavb.pgla import pgla_cv, pgla_gate, pgla_layer
-
             r = self.run
             if r.states is None:
                 raise ValueError(f"{self.dataset}: PGLA needs the run's hidden states")
@@ -207,8 +187,6 @@ class PremiseData:
         """The ``pgla`` variant: the held-out (75%) records with Eqs. 5–6 applied offline to the base
         run's logits (every order), each record with its fold's configuration and P_mis."""
         if seed not in self._pgla_run:
-            from faithtests.protocols.imavb.run import ChoiceRun
-
             res = self.pgla(seed)
             ev = res.eval_rows
             self._pgla_run[seed] = ChoiceRun(
@@ -224,10 +202,6 @@ class PremiseData:
     def pgla_hook_check(self, seed: int, n: int = PGLA_HOOK_CHECK_RECORDS) -> tuple[float, int]:
         """(max |hooked − offline| over the first ``n`` evaluation records and all orders, records run):
         the adapter path ``Hooks.logit_adjuster`` against the offline ``pgla`` variant."""
-        import numpy as np
-
-        from faithtests.protocols.imavb.run import pgla_hooks, run_choice
-
         if self.vlm is None:
             raise ValueError("pgla_hook_check needs the VLM")
         res, offline = self.pgla(seed), self.pgla_run(seed)
@@ -266,13 +240,9 @@ def _records(config: pytest.Config, dataset: str) -> Loaded:
     run = run_config(config)
     if dataset not in cache:
         if dataset == "world":
-            from faithtests.protocols.imavb import sources
-
             recs = sources.world_records(run.capped(PREMISE_WORLD_STIMULI), seed=run.seed)
             cache[dataset] = sources.Loaded(records=recs, total=len(recs))
         else:
-            from faithtests.protocols.imavb.sources import load_imavb
-
             cache[dataset] = load_imavb(run.data["imavb"], n_frames=imavb_frames(config))
     loaded: Loaded = cache[dataset]
     return loaded if dataset == "world" else cap_stimuli(loaded, run.limit)
@@ -281,8 +251,6 @@ def _records(config: pytest.Config, dataset: str) -> Loaded:
 @pytest.fixture
 def premise_data(request: pytest.FixtureRequest, faith_vlm: Any) -> PremiseData:
     """The A1 run of every record under one VLM and dataset, computed once per session."""
-    from faithtests.protocols.imavb.run import logit_lens, run_choice
-
     dataset = str(request.param)
     cache = request.config.stash.setdefault(_DATA, {})
     key = (faith_vlm.spec, dataset)
@@ -308,10 +276,6 @@ def finite_run(run: ChoiceRun) -> ChoiceRun:
     """``run`` without the records whose letter logits or states hold NaN or inf (a broken model): each is
     counted as 'non-finite score' in ``run.invalid``, which the tests record, so every check of the model
     fails saying so while the metrics use the finite records only."""
-    import numpy as np
-
-    from faithtests.scorecard.coverage import NONFINITE
-
     ok = np.isfinite(run.logits.reshape(len(run.records), -1)).all(axis=1)
     if run.states is not None:  # a float64 sum of finite float32 states cannot overflow
         ok &= np.isfinite(run.states.sum(axis=(0, 2), dtype=np.float64))

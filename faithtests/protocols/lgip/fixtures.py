@@ -17,56 +17,43 @@ plugin's ``faith_scorer`` fixture, requested by name. torch loads only when a fi
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
+import numpy as np
 import pytest
 
-from faithtests.config import run_config
-
-if TYPE_CHECKING:  # numpy is not imported at plugin load
-    import numpy as np
-
-    from faithtests.protocols.lgip.paraphrase import ParaphraseLabels
-    from faithtests.protocols.lgip.strength import BinScheme
+from faithtests.config import run_config, setting
+from faithtests.protocols.lgip.manifest import (
+    BIN_SCHEME_CHOICES,
+    BINS,
+    PARAPHRASE_LABEL_CHOICES,
+    PARAPHRASE_LABELS,
+)
+from faithtests.protocols.lgip.paraphrase import ParaphraseLabels
+from faithtests.protocols.lgip.perturb import pair_id
+from faithtests.protocols.lgip.run import score_pairs
+from faithtests.protocols.lgip.separation import unrelated_pairs
+from faithtests.protocols.lgip.sources import (
+    coco_workload,
+    lgip_workload,
+    sugarcrepe_workload,
+    world_workload,
+)
+from faithtests.protocols.lgip.strength import BinScheme
 
 #: Scale of the default reference-world run: enough images for CIs of a few points, fast on 2 cores.
 WORLD_IMAGES = 64
 FLIP_CASES = ("all", "color", "number", "object", "combined")
 STRENGTH_BINS = ("weak", "medium", "strong")
-#: ``--faith-lgip-bins`` values (``strength.BIN_SCHEMES``); the first is the default.
-BIN_SCHEME_CHOICES = ("within-type", "paper", "pooled")
-#: ``--faith-lgip-paraphrase-labels`` values (``paraphrase.PARAPHRASE_LABELS``); the first is the default.
-PARAPHRASE_LABEL_CHOICES = ("markers", "provenance")
-_OPTIONS = {"faith_lgip_bins": BIN_SCHEME_CHOICES, "faith_lgip_paraphrase_labels": PARAPHRASE_LABEL_CHOICES}
+__all__ = ["BIN_SCHEME_CHOICES", "PARAPHRASE_LABEL_CHOICES"]
 _SCORED = pytest.StashKey[dict[tuple[str, str, tuple[str, ...]], "Scored"]]()
 _WORKLOADS = pytest.StashKey[dict[str, Any]]()
 _UNRELATED = pytest.StashKey[dict[tuple[str, str], "Unrelated"]]()
 _SETTINGS = pytest.StashKey[dict[str, str]]()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    g = parser.getgroup("faithtests")
-    helps = {
-        "faith_lgip_bins": "LGIP strength bins: within-type (quartiles of each flip type, default), paper "
-                           "(the public script's Table 5 bins), pooled (quartiles of all flips)",
-        "faith_lgip_paraphrase_labels": "LGIP simple/advanced paraphrase labels: markers (the paper's "
-                                        "template-marker rule, default) or provenance (how it was made)",
-    }
-    for ini, choices in _OPTIONS.items():
-        g.addoption("--" + ini.replace("_", "-"), dest=ini, default=None, choices=choices,
-                    help=helps[ini] + f" (ini: {ini})")
-        parser.addini(ini, helps[ini], default=choices[0])
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    settings: dict[str, str] = {}
-    for ini, choices in _OPTIONS.items():
-        value = config.getoption(ini, None)
-        text = str(value if value is not None else config.getini(ini)).strip() or choices[0]
-        if text not in choices:
-            raise pytest.UsageError(f"{ini}: {text!r} is not one of {', '.join(choices)}")
-        settings[ini] = text
-    config.stash[_SETTINGS] = settings
+    config.stash[_SETTINGS] = {o.name: setting(config, o) for o in (BINS, PARAPHRASE_LABELS)}
 
 
 @pytest.fixture(scope="session")
@@ -144,13 +131,6 @@ def family_of_case(case: str) -> str:
 
 
 def _workload(config: pytest.Config, name: str) -> Any:
-    from faithtests.protocols.lgip.sources import (
-        coco_workload,
-        lgip_workload,
-        sugarcrepe_workload,
-        world_workload,
-    )
-
     cache = config.stash.setdefault(_WORKLOADS, {})
     if name not in cache:
         run = run_config(config)
@@ -177,8 +157,6 @@ class Scored:
 
 def _scored(request: pytest.FixtureRequest, scorer: Any, name: str, family: str) -> Scored:
     """Scores of one pair family of a dataset's workload (``Scored.workload`` holds only those pairs)."""
-    from faithtests.protocols.lgip.run import score_pairs
-
     cache = request.config.stash.setdefault(_SCORED, {})
     key = (scorer.spec, name, (family,))
     if key not in cache:
@@ -203,11 +181,6 @@ class Unrelated:
 
 def _unrelated(request: pytest.FixtureRequest, scorer: Any, name: str) -> Unrelated:
     """Scores of the unrelated-caption pairs of a dataset's paraphrase pairs, once per (scorer, dataset)."""
-    import numpy as np
-
-    from faithtests.protocols.lgip.run import score_pairs
-    from faithtests.protocols.lgip.separation import unrelated_pairs
-
     cache = request.config.stash.setdefault(_UNRELATED, {})
     key = (scorer.spec, name)
     if key not in cache:
@@ -291,10 +264,6 @@ def finite_invariance(faith: Any, scored: Scored, idx: Any,
                       unrel: Unrelated | None) -> tuple[np.ndarray, Unrelated]:
     """:func:`finite_pairs` of the paraphrase pairs ``idx`` and of the unrelated-caption pairs, screened
     together so the scorecard counts them once (one 'non-finite score' entry per test)."""
-    import numpy as np
-
-    from faithtests.protocols.lgip.perturb import pair_id
-
     idx = np.asarray(idx, dtype=int)
     unrel = unrel or Unrelated((), np.zeros(0), np.zeros(0))
     scores = np.stack([np.concatenate([scored.base[idx], unrel.base]),

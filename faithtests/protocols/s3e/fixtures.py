@@ -16,14 +16,19 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import numpy as np
 import pytest
 
 from faithtests.config import run_config
-
-if TYPE_CHECKING:  # numpy is not imported at plugin load
-    import numpy as np
+from faithtests.data.aro import VG_FILES, VGSubset, load_vg
+from faithtests.data.sugarcrepe import load_sugarcrepe
+from faithtests.data.winoground import load_winoground
+from faithtests.protocols.s3e import sources
+from faithtests.protocols.s3e.roles import build_s3e_records
+from faithtests.protocols.s3e.run import run_forced_choice
+from faithtests.protocols.s3e.stimuli import s3e_records
 
 #: World records per run (stress types cycle object / attribute / relation / compositional).
 S3E_WORLD_RECORDS = 64
@@ -33,7 +38,7 @@ S3E_SUGARCREPE_RECORDS = S3E_DATA_RECORDS  # the older name
 #: The --faith-data names S3E reads, in the order their records join the world's.
 S3E_DATASETS = ("sugarcrepe", "aro", "winoground")
 #: Eq. 2's reference state. The paper's scores are "preserve-anchored" (Table 6, §3.3, App. M's 8 passes
-#: per record): S is measured against the c+-vs-c_pres prompt. SPEC §2b reads it as a separate
+#: per record): S is measured against the c+-vs-c_pres prompt. Another reading of Eq. 2 is a separate
 #: positive-vs-positive prompt ("pos"); both are computed from the same 9-prompt pass, "pres" is reported.
 S3E_ANCHOR = "pres"
 #: Fewest strict-correct items for a hidden-stress verdict (S3E App. I.3 keeps low-support runs out of its
@@ -52,15 +57,11 @@ class S3EData:
 
 
 def _s3e_records(config: pytest.Config) -> tuple[list[Any], dict[str, Any], dict[str, int]]:
-    from faithtests.protocols.s3e.world import s3e_records
-
     run = run_config(config)
     world = s3e_records(run.capped(S3E_WORLD_RECORDS), seed=run.seed)
     records = [w.record for w in world]
     images: dict[str, Any] = {w.record.item_id: w.image for w in world}
     excluded: Counter[str] = Counter()
-    from faithtests.protocols.s3e.roles import build_s3e_records
-
     for name in (n for n in S3E_DATASETS if n in run.data):
         ss, n_missing = _user_sources(name, run.data)
         built, counts = build_s3e_records(ss.sources, seed=run.seed)
@@ -74,16 +75,10 @@ def _s3e_records(config: pytest.Config) -> tuple[list[Any], dict[str, Any], dict
 
 def _user_sources(name: str, data: Mapping[str, Path]) -> tuple[Any, int]:
     """The role sources (an ``s3e.sources.SourceSet``) of one --faith-data set and its missing images."""
-    from faithtests.protocols.s3e import sources
-
     if name == "sugarcrepe":  # with coco (the plugin checked): its val2017/ holds the images
-        from faithtests.data.sugarcrepe import load_sugarcrepe
-
         loaded = load_sugarcrepe(data["sugarcrepe"], data["coco"] / "val2017")
         return sources.from_sugarcrepe(loaded.records), len(loaded.missing)
     if name == "aro":
-        from faithtests.data.aro import VG_FILES, VGSubset, load_vg
-
         items: list[Any] = []
         n_missing = 0
         subsets: tuple[VGSubset, ...] = ("relation", "attribution")
@@ -93,8 +88,6 @@ def _user_sources(name: str, data: Mapping[str, Path]) -> tuple[Any, int]:
                 items += vg.records
                 n_missing += len(vg.missing)
         return sources.from_aro(items), n_missing
-    from faithtests.data.winoground import load_winoground
-
     wino = load_winoground(data["winoground"])
     return sources.from_winoground(wino.records), len(wino.missing)
 
@@ -114,8 +107,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture
 def s3e_data(request: pytest.FixtureRequest, faith_vlm: Any) -> S3EData:
     """A/B logits and pre-answer states of every S3E record under one VLM, computed once per session."""
-    from faithtests.protocols.s3e.run import run_forced_choice
-
     cache = request.config.stash.setdefault(_S3E, {})
     if faith_vlm.spec not in cache:
         records, images, excluded = _s3e_records(request.config)
@@ -128,8 +119,6 @@ def finite_records(faith: Any, s3e: S3EData, *, states: bool = False) -> S3EData
     """``s3e`` without the records whose A/B logits (with ``states``, also pre-answer states) hold NaN or
     inf: those are counted per record as 'non-finite score' and fail every later check of the model
     (``Faith.nonfinite``), so the metrics aggregate only usable records instead of crashing."""
-    import numpy as np
-
     n = len(s3e.records)
     rows = s3e.logits.reshape(n, -1)
     if states:  # a float64 sum of finite float32 states cannot overflow: NaN/inf iff a state is

@@ -17,52 +17,33 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import pytest
 
-from faithtests.config import run_config
+from faithtests.config import run_config, setting
 from faithtests.data.invalid import Counted, invalid_rows
-
-if TYPE_CHECKING:
-    from faithtests.models.interfaces import VisionLanguageModel
-    from faithtests.protocols.spdfaith.judge import Judge
-    from faithtests.protocols.spdfaith.run import Answers, Usable
-    from faithtests.protocols.spdfaith.sage import SageConfig
+from faithtests.models.interfaces import VisionLanguageModel
+from faithtests.protocols.spdfaith import sources
+from faithtests.protocols.spdfaith.coco_edits import default_cache_dir
+from faithtests.protocols.spdfaith.judge import DeterministicJudge, Judge, callable_judge, world_judge
+from faithtests.protocols.spdfaith.manifest import JUDGE, MANIFEST, SAGE
+from faithtests.protocols.spdfaith.run import Answers, Usable, run_variant, usable
+from faithtests.protocols.spdfaith.sage import SageConfig
 
 #: Reference-world pairs per run: 30 per slot of the five-slot cycle (90 single, 30 multi, 30 identical).
 SPD_WORLD_PAIRS: Final = 150
 #: COCO pairs generated from the instance masks (single, multi, identical).
 SPD_COCO_PAIRS: Final = (60, 20, 10)
 #: Bootstrap resamples over images (pairs made from one original resampled together).
-SPD_BOOTSTRAP: Final = 10_000
+SPD_BOOTSTRAP: Final = MANIFEST.bootstrap
 _DATA = pytest.StashKey[dict[tuple[str, str], "SpdData"]]()
 _RECORDS = pytest.StashKey[dict[str, Any]]()
 _SETTINGS = pytest.StashKey["tuple[Judge | None, SageConfig | None]"]()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    g = parser.getgroup("faithtests")
-    judge_help = ("SPD-Faith claim judge MODULE:CALLABLE, fn(answer, record) -> Judgement (default: the "
-                  "deterministic judge)")
-    g.addoption("--faith-spd-judge", dest="faith_spd_judge", default=None, metavar="MODULE:CALLABLE",
-                help=judge_help + " (ini: faith_spd_judge)")
-    parser.addini("faith_spd_judge", judge_help, default="")
-    sage_help = "SAGE parameters KEY=VALUE,... (faithtests.protocols.spdfaith.sage.SageConfig fields)"
-    g.addoption("--faith-sage", dest="faith_sage", default=None, metavar="KEY=VALUE,...",
-                help=sage_help + " (ini: faith_sage)")
-    parser.addini("faith_sage", sage_help, default="")
-
-
-def _option(config: pytest.Config, name: str) -> str:
-    value = config.getoption(name, None)
-    return str(value if value is not None else config.getini(name)).strip()
-
-
 def load_judge(spec: str) -> Judge:
     """``package.module:function`` → a judge named after it; a clear UsageError for anything else."""
-    from faithtests.protocols.spdfaith.judge import callable_judge
-
     module, sep, attr = spec.partition(":")
     if not sep or not module or not attr:
         raise pytest.UsageError(f"--faith-spd-judge: {spec!r} is not MODULE:CALLABLE")
@@ -77,8 +58,6 @@ def load_judge(spec: str) -> Judge:
 
 def parse_sage(text: str) -> SageConfig | None:
     """``"alpha=0.2,eta=0.5"`` → ``SageConfig`` with those fields replaced; empty → None (defaults)."""
-    from faithtests.protocols.spdfaith.sage import SageConfig
-
     if not text:
         return None
     known = {f.name: f for f in fields(SageConfig)}
@@ -119,8 +98,8 @@ def _sage_value(key: str, raw: str) -> Any:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    spec = _option(config, "faith_spd_judge")
-    config.stash[_SETTINGS] = (load_judge(spec) if spec else None, parse_sage(_option(config, "faith_sage")))
+    spec = setting(config, JUDGE)
+    config.stash[_SETTINGS] = (load_judge(spec) if spec else None, parse_sage(setting(config, SAGE)))
 
 
 def spdfaith_datasets(config: pytest.Config) -> list[str]:
@@ -149,8 +128,6 @@ class SpdData:
 
     def answers(self, variant: str) -> Answers:
         if variant not in self._answers:
-            from faithtests.protocols.spdfaith.run import run_variant
-
             self._answers[variant] = run_variant(self.vlm, self.usable, variant, self.judge, self.sage)
         return self._answers[variant]
 
@@ -164,14 +141,11 @@ def _records(config: pytest.Config, dataset: str) -> Any:
     cache = config.stash.setdefault(_RECORDS, {})
     run = run_config(config)
     if dataset not in cache:
-        from faithtests.protocols.spdfaith import sources
-
         if dataset == "world":
             recs = sources.world_records(run.capped(SPD_WORLD_PAIRS), seed=run.seed)
             cache[dataset] = sources.Loaded(records=recs, total=len(recs))
         elif dataset == "coco":
             single, multi, same = (run.capped(n) for n in SPD_COCO_PAIRS)
-            from faithtests.protocols.spdfaith.coco_edits import default_cache_dir
 
             where = run.cache / "spdfaith-coco" if run.cache else default_cache_dir()
             cache[dataset] = sources.coco_records(run.data["coco"], single, multi, same, run.seed, where)
@@ -185,16 +159,12 @@ def _records(config: pytest.Config, dataset: str) -> Any:
 def _vocabulary_judge(dataset: str, loaded: Any) -> Judge:
     """The deterministic judge on the dataset's vocabulary: the world's shapes / colours / places, or
     the categories of the COCO-based records with common colour names and shift directions."""
-    from faithtests.protocols.spdfaith.judge import DeterministicJudge, world_judge
-
     return world_judge() if dataset == "world" else DeterministicJudge.for_records(loaded.records)
 
 
 @pytest.fixture
 def spdfaith_data(request: pytest.FixtureRequest, faith_vlm: Any) -> SpdData:
     """One VLM on one dataset (pairs decoded; answers computed on first use), once per session."""
-    from faithtests.protocols.spdfaith.run import usable
-
     dataset = str(request.param)
     cache = request.config.stash.setdefault(_DATA, {})
     key = (faith_vlm.spec, dataset)

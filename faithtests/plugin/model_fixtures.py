@@ -1,7 +1,7 @@
 """The session-scoped model fixtures ``faith_scorer`` and ``faith_vlm`` (loaded by ``faithtests.plugin``).
 
-- Options (group "faithtests"): ``--faith-device`` (``auto``: cuda if available, else cpu),
-  ``--faith-dtype`` (float32), ``--faith-batch-size`` (16). The models come from ``--faith-model`` /
+- Options (declared in :mod:`.option_table`): ``--faith-device`` (``auto``: cuda if available, else
+  cpu), ``--faith-dtype`` (float32), ``--faith-batch-size`` (16). The models come from ``--faith-model`` /
   ``--faith-vlm``, parsed once into :class:`~faithtests.plugin.options.ModelSpec`. The bundled
   ``reference:clip`` and ``reference:vlm`` join only a run that names no model of either kind: naming
   any ``--faith-model`` or ``--faith-vlm`` asks about those models alone, and a fixture with nothing to
@@ -27,13 +27,27 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
-from faithtests.data.names import DataNameError, resolve_path
+from faithtests.config import setting
+from faithtests.models.checks import check_spec
+from faithtests.models.interfaces import ImageTextScorer, VisionLanguageModel
+from faithtests.models.locations import fixtures_root
+from faithtests.models.ray_pool import PooledVLM
+from faithtests.models.registry import load_model
+from faithtests.models.threads import (
+    apply_threads,
+    choose_threads,
+    parameter_count,
+    tokenizers_parallelism,
+    usable_cores,
+    xdist_workers,
+)
 from faithtests.plugin import scaleout, usage
 from faithtests.plugin.distribution import group_name, worker_device
+from faithtests.plugin.option_table import BATCH_SIZE, CACHE, DEVICE, DTYPE, NO_VLM_SCORER, THREADS
 from faithtests.plugin.options import (
     DEFAULT_SCORER,
     DEFAULT_VLM,
@@ -44,37 +58,11 @@ from faithtests.plugin.options import (
     register_model_info,
 )
 
-if TYPE_CHECKING:
-    from faithtests.models.interfaces import ImageTextScorer, VisionLanguageModel
-
 _LOADED = pytest.StashKey[dict[tuple[str, str, str, int], Any]]()
 _LARGEST = pytest.StashKey[int]()  # parameters of the largest model this process loaded
 _THREADS = pytest.StashKey[dict[str, Any]]()  # the thread choice in effect (fingerprinted per model)
 _STORE = pytest.StashKey[Any]()  # this process's OutputStore when --faith-cache is set
 _REGISTERED = pytest.StashKey[dict[str, Any]]()  # label -> a loaded model, for its cache counts
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    g = parser.getgroup("faithtests", "faithtests: behavioural suites for vision-language models")
-    g.addoption("--faith-device", dest="faith_device", default="auto", metavar="DEVICE",
-                help="device for the models: auto (cuda if available, else cpu), cpu, cuda, cuda:N")
-    g.addoption("--faith-dtype", dest="faith_dtype", default="float32", metavar="DTYPE",
-                choices=("float32", "fp32", "bfloat16", "bf16", "float16", "fp16"),
-                help="model dtype (default float32)")
-    g.addoption("--faith-batch-size", dest="faith_batch_size", type=int, default=16, metavar="N",
-                help="batch size of encoders and forwards (default 16)")
-    g.addoption("--faith-threads", dest="faith_threads", default=None, type=int, metavar="N",
-                help="torch intra-op threads per process (default: 1 for small models, else cores / "
-                     "xdist workers; OMP_NUM_THREADS is respected) (ini: faith_threads)")
-    parser.addini("faith_threads", "torch intra-op threads per process (see --faith-threads)", default="")
-    g.addoption("--faith-cache", dest="faith_cache", default=None, metavar="DIR",
-                help="keep model outputs in DIR and reuse them on later runs (off by default; keyed by "
-                     "checkpoint and input content, dtype, device, hooks) (ini: faith_cache)")
-    parser.addini("faith_cache", "persistent model-output cache directory (see --faith-cache)", default="")
-    g.addoption("--faith-no-vlm-scorer", dest="faith_no_vlm_scorer", action="store_true", default=False,
-                help="do not run the scorer suites (invariance, LGIP flips) on the caption log-likelihood "
-                     "of each --faith-vlm")
-    scaleout.add_options(parser)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -84,13 +72,13 @@ def pytest_cmdline_main(config: pytest.Config) -> Generator[None, object, object
     return (yield)
 
 
-@pytest.hookimpl(trylast=True)  # after faithtests.plugin.hooks has parsed the options
+@pytest.hookimpl(trylast=True)  # after faithtests.plugin.pytest_hooks has parsed the options
 def pytest_configure(config: pytest.Config) -> None:
     # usage errors now, before any model loads: a device this machine lacks (else every test skipped),
     # a batch size below 1, a threshold family no adapter declares, a baseline of other models
     # (--collect-only loads nothing: listing a GPU run's tests, e.g. to plan shards, works on any machine)
-    usage.check_device(str(config.getoption("faith_device")), present=not config.option.collectonly)
-    usage.check_batch_size(config.getoption("faith_batch_size"))
+    usage.check_device(setting(config, DEVICE), present=not config.option.collectonly)
+    usage.check_batch_size(setting(config, BATCH_SIZE))
     specs = [*scorer_specs(config), *vlm_specs(config)]
     if FAITH_THRESHOLDS in config.stash:
         usage.check_families(config.stash[FAITH_THRESHOLDS], specs)
@@ -109,8 +97,6 @@ def check_named_specs(config: pytest.Config) -> None:
     """Every ``--faith-model`` / ``--faith-vlm`` spec checked without loading (prefix, files, configs,
     weights headers): a bad one is one ``ERROR:`` line and exit 4, before any test runs. The bundled
     defaults are not checked here: an untrained one skips with the reason (:func:`_untrained_default`)."""
-    from faithtests.models.checks import check_spec
-
     for m in (*named_specs(config, "scorer"), *named_specs(config, "vlm")):
         try:
             check_spec(m.spec)
@@ -141,10 +127,10 @@ def model_specs(config: pytest.Config, source: Role) -> tuple[ModelSpec, ...]:
 
 def scorer_specs(config: pytest.Config) -> list[ModelSpec]:
     """What ``faith_scorer`` runs over: every ``--faith-model`` spec, then each ``--faith-vlm`` as a
-    scorer (its caption log-likelihood, SPEC "Common vocabulary"), defaults included only when the run
+    scorer (its caption log-likelihood), defaults included only when the run
     names no model."""
     out = list(model_specs(config, "scorer"))
-    if config.getoption("faith_no_vlm_scorer", False):
+    if setting(config, NO_VLM_SCORER):
         return out
     taken = {m.label for m in out}
     return out + [m.as_scorer() for m in model_specs(config, "vlm") if m.label not in taken]
@@ -162,8 +148,6 @@ def _untrained_default(config: pytest.Config, m: ModelSpec) -> str | None:
     default = DEFAULT_SCORER if m.source == "scorer" else DEFAULT_VLM
     if m.spec != default or names_any_model(config):
         return None
-    from faithtests.models.locations import fixtures_root
-
     name = default.removeprefix("reference:")
     if (fixtures_root() / name).is_dir():
         return None
@@ -172,7 +156,7 @@ def _untrained_default(config: pytest.Config, m: ModelSpec) -> str | None:
 
 
 def _explicit_cuda(config: pytest.Config) -> bool:
-    return str(config.getoption("faith_device")).startswith("cuda")
+    return str(setting(config, DEVICE)).startswith("cuda")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -212,9 +196,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def resolved_device(config: pytest.Config) -> str:
-    import torch
+    import torch  # lazy: torch
 
-    device = str(config.getoption("faith_device"))
+    device = str(setting(config, DEVICE))
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     count = torch.cuda.device_count() if device.startswith("cuda") else 0
@@ -223,11 +207,9 @@ def resolved_device(config: pytest.Config) -> str:
 
 def load_cached(config: pytest.Config, spec: str) -> Any:
     """Load ``spec`` with the session's device/dtype/batch size, once per process."""
-    from faithtests.models.registry import load_model
-
     device = resolved_device(config)
-    dtype = str(config.getoption("faith_dtype"))
-    batch = int(config.getoption("faith_batch_size"))
+    dtype = str(setting(config, DTYPE))
+    batch = int(setting(config, BATCH_SIZE))
     if batch < 1:
         raise pytest.UsageError(f"--faith-batch-size must be >= 1, got {batch}")
     cache = config.stash.setdefault(_LOADED, {})
@@ -241,7 +223,7 @@ def load_cached(config: pytest.Config, spec: str) -> Any:
                 _set_threads(config, model)
                 return model
 
-            raw_device = str(config.getoption("faith_device"))
+            raw_device = str(setting(config, DEVICE))
             cache[key] = scaleout.start_pool(config, spec, raw_device, dtype, batch, local)
             return cache[key]
         store = output_store(config)
@@ -256,19 +238,8 @@ def load_cached(config: pytest.Config, spec: str) -> Any:
 def cache_dir(config: pytest.Config) -> str | None:
     """``--faith-cache``, else the ini ``faith_cache`` (relative to the ini file's folder, like every ini
     path), else None (off)."""
-    value = config.getoption("faith_cache", None)
-    if value:
-        where, label = config.invocation_params.dir / str(value), "--faith-cache"
-    elif text := str(config.getini("faith_cache") or "").strip():
-        base = config.inipath.parent if config.inipath else config.invocation_params.dir
-        where, label = base / text, "ini faith_cache"
-    else:
-        return None
-    try:
-        resolve_path(where, ".", label)
-    except DataNameError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    return str(where)
+    where = setting(config, CACHE)
+    return None if where is None else str(where)
 
 
 def output_store(config: pytest.Config) -> Any:
@@ -277,7 +248,7 @@ def output_store(config: pytest.Config) -> Any:
     if where is None:
         return None
     if _STORE not in config.stash:
-        from faithtests.models.store import OutputStore
+        from faithtests.models.store import OutputStore  # lazy: numpy and sqlite, only with a cache
 
         config.stash[_STORE] = OutputStore(where)
     return config.stash[_STORE]
@@ -323,31 +294,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def requested_threads(config: pytest.Config) -> int | None:
     """``--faith-threads``, else the ini ``faith_threads``, else None (the policy decides)."""
-    value = config.getoption("faith_threads", None)
-    if value is None:
-        text = str(config.getini("faith_threads") or "").strip()
-        if not text:
-            return None
-        if not text.isdigit():
-            raise pytest.UsageError(f"ini faith_threads: {text!r} is not a whole number")
-        value = int(text)
-    if int(value) < 1:
-        raise pytest.UsageError(f"--faith-threads must be >= 1, got {value}")
-    return int(value)
+    threads: int | None = setting(config, THREADS)
+    return threads
 
 
 def _set_threads(config: pytest.Config, model: Any) -> None:
     """Apply the thread policy (faithtests.models.threads) after each load: the largest model so far
     decides the automatic choice."""
-    from faithtests.models.threads import (
-        apply_threads,
-        choose_threads,
-        parameter_count,
-        tokenizers_parallelism,
-        usable_cores,
-        xdist_workers,
-    )
-
     params = parameter_count(model)
     largest = max(config.stash.get(_LARGEST, 0), params or 0)
     config.stash[_LARGEST] = largest
@@ -401,10 +354,8 @@ def faith_scorer(request: pytest.FixtureRequest) -> ImageTextScorer:
     """The image-text scorer under test: one per ``--faith-model``, then one per ``--faith-vlm`` (see
     :func:`scorer_specs`). A generative VLM is used through its caption log-likelihood
     (:class:`~faithtests.models.vlm_scorer.VLMScorer`), which declares its own score family."""
-    from faithtests.models.hf_vlm import HFVisionLanguageModel
-    from faithtests.models.interfaces import ImageTextScorer
-    from faithtests.models.ray_pool import PooledVLM
-    from faithtests.models.vlm_scorer import VLMScorer
+    from faithtests.models.hf_vlm import HFVisionLanguageModel  # lazy: torch
+    from faithtests.models.vlm_scorer import VLMScorer  # lazy: torch
 
     m = _spec(request, "scorer")
     model = load_cached(request.config, m.spec)
@@ -422,8 +373,6 @@ def faith_scorer(request: pytest.FixtureRequest) -> ImageTextScorer:
 @pytest.fixture(scope="session")
 def faith_vlm(request: pytest.FixtureRequest) -> VisionLanguageModel:
     """The vision-language model under test (one per ``--faith-vlm``)."""
-    from faithtests.models.interfaces import VisionLanguageModel
-
     m = _spec(request, "vlm")
     model = load_cached(request.config, m.spec)
     if not isinstance(model, VisionLanguageModel):

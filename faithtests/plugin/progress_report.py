@@ -34,6 +34,8 @@ from typing import IO, Any, Protocol
 
 import pytest
 
+from faithtests.config import setting
+from faithtests.plugin.option_table import NO_PROGRESS
 from faithtests.progress import ProgressEvent, Sink, format_event, set_sink
 
 PREFIX = "[faith]"
@@ -121,13 +123,7 @@ class Printer:
             self.tw.write(text + "\n", flush=True)
 
 
-# -- options and configuration -----------------------------------------------------------------------
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.getgroup("faithtests").addoption(
-        "--faith-no-progress", action="store_true", dest="faith_no_progress", default=False,
-        help="no progress lines for long model stages (also off with -q)")
-
-
+# -- configuration -----------------------------------------------------------------------------------
 class _State:
     def __init__(self, config: pytest.Config, previous: Sink | None) -> None:
         self.config = config
@@ -142,7 +138,7 @@ class _State:
 
 
 def _wanted(config: pytest.Config) -> bool:
-    return not config.getoption("faith_no_progress", False) and config.get_verbosity() >= 0
+    return not setting(config, NO_PROGRESS) and config.get_verbosity() >= 0
 
 
 @pytest.hookimpl(trylast=True)  # after the terminal reporter is registered

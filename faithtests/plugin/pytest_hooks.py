@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Generator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from faithtests.config import RUN_CONFIG, RunConfig
+from faithtests.config import RUN_CONFIG
 from faithtests.plugin.controller import (
     INSUFFICIENT_PROPERTY,
     MESSAGE_CHARS,
@@ -30,26 +29,35 @@ from faithtests.plugin.controller import (
     TEARDOWN_PROPERTY,
     Controller,
     baseline_file,
+)
+from faithtests.plugin.item_keys import (
+    callspec_dataset,
+    callspec_labels,
+    model_param,
+    record_test_id,
+    suite_name,
     wants_record,
 )
 from faithtests.plugin.lifecycle import check_comparable
+from faithtests.plugin.option_table import register
 from faithtests.plugin.options import (
     FAITH_DECLARED,
     FAITH_MODEL_INFO,
     FAITH_OPTIONS,
     FAITH_THRESHOLDS,
     MISMATCH_FIELDS,
-    ModelSpec,
-    add_options,
+    FaithOptions,
     get_options,
     parse_options,
+    run_config_of,
 )
-from faithtests.scorecard.model import InsufficientData, TestRecord, test_key
+from faithtests.scorecard.model import InsufficientData, TestRecord
 from faithtests.scorecard.recording import Faith, FaithCheckFailed
 from faithtests.scorecard.scorecard import Scorecard, ScorecardError, read_scorecard
 from faithtests.scorecard.thresholds import ThresholdError, load_thresholds
 
-__all__ = ["MODELS_PROPERTY", "PROPERTY", "TEARDOWN_PROPERTY", "Controller", "baseline_file"]
+__all__ = ["MODELS_PROPERTY", "PROPERTY", "TEARDOWN_PROPERTY", "Controller", "baseline_file",
+           "record_test_id", "suite_name"]
 
 FAITH_KEY = pytest.StashKey[Faith]()
 _SENT_INFO = pytest.StashKey[dict[str, dict[str, Any]]]()
@@ -63,7 +71,7 @@ def _is_worker(config: pytest.Config) -> bool:
 
 # -- options, markers, configuration ---------------------------------------------------------------
 def pytest_addoption(parser: pytest.Parser) -> None:
-    add_options(parser)
+    register(parser)  # every option of the plugin and of each protocol's manifest, declared once
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -74,15 +82,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: a long-running test (deselect with -m 'not slow')")
     opts = parse_options(config)
     config.stash[FAITH_OPTIONS] = opts
-    # imported here: importing a plugin module at load time defeats pytest's assertion rewriting of it
-    from faithtests.plugin.models import cache_dir
-
-    try:
-        where = cache_dir(config)
-    except ValueError:  # the model fixtures' plugin is not registered (a run without models)
-        where = None
-    config.stash[RUN_CONFIG] = RunConfig(data=dict(opts.data), limit=opts.limit, seed=opts.seed,
-                                         cache=Path(where) if where else None)
+    config.stash[RUN_CONFIG] = run_config_of(opts)
     try:
         config.stash[FAITH_THRESHOLDS] = load_thresholds(
             opts.default_thresholds, opts.thresholds_file, default_required=opts.default_thresholds_explicit
@@ -96,35 +96,45 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--faith-update-baseline needs --faith-baseline FILE (where to write it)")
     if _is_worker(config):
         return
-    baseline: Scorecard | None = None
-    if opts.baseline is not None:
-        path = baseline_file(opts.baseline)
-        if path.resolve() == (opts.report_dir / "scorecard.json").resolve():
-            # the run supersedes and then rewrites its report: the baseline would be gone
-            raise pytest.UsageError(f"--faith-baseline {path} is this run's own report "
-                                    "(--faith-report): keep the baseline in another folder")
-        if path.exists():
-            try:
-                baseline = read_scorecard(path)
-            except ScorecardError as exc:
-                raise pytest.UsageError(f"--faith-baseline: {exc}") from None
-        elif not opts.update_baseline:
-            raise pytest.UsageError(
-                f"--faith-baseline: {path} does not exist (create it with --faith-update-baseline)"
-            )
-    controller = Controller(config, opts, baseline)
-    if baseline is not None and opts.baseline is not None and baseline.status != "complete":
-        # partial results make a partial gate
+    controller = Controller(config, opts, _read_baseline(opts))
+    _check_baseline(controller, opts)
+    config.stash[_CONTROLLER] = controller
+    config.pluginmanager.register(controller, "faithtests-controller")
+
+
+def _read_baseline(opts: FaithOptions) -> Scorecard | None:
+    """The ``--faith-baseline`` scorecard, None when there is none (yet: --faith-update-baseline)."""
+    if opts.baseline is None:
+        return None
+    path = baseline_file(opts.baseline)
+    if path.resolve() == (opts.report_dir / "scorecard.json").resolve():
+        # the run supersedes and then rewrites its report: the baseline would be gone
+        raise pytest.UsageError(f"--faith-baseline {path} is this run's own report "
+                                "(--faith-report): keep the baseline in another folder")
+    if path.exists():
+        try:
+            return read_scorecard(path)
+        except ScorecardError as exc:
+            raise pytest.UsageError(f"--faith-baseline: {exc}") from None
+    if not opts.update_baseline:
+        raise pytest.UsageError(
+            f"--faith-baseline: {path} does not exist (create it with --faith-update-baseline)"
+        )
+    return None
+
+
+def _check_baseline(controller: Controller, opts: FaithOptions) -> None:
+    baseline = controller.baseline
+    if baseline is None or opts.baseline is None:
+        return
+    if baseline.status != "complete":  # partial results make a partial gate
         controller.notes.append(f"warning: the baseline {baseline_file(opts.baseline)} is a "
                                 f"{baseline.status!r} run, not a complete one: only what it recorded is "
                                 "compared")
-    if baseline is not None and opts.baseline is not None:
-        # checked before any test runs: a baseline of other data or settings lists fake regressions
-        allowed = set(MISMATCH_FIELDS) if opts.update_baseline else set(opts.allow_mismatch)
-        check_comparable(baseline.fingerprint, controller.run_fields(), allowed,
-                         str(baseline_file(opts.baseline)), controller.notes)
-    config.stash[_CONTROLLER] = controller
-    config.pluginmanager.register(controller, "faithtests-controller")
+    # checked before any test runs: a baseline of other data or settings lists fake regressions
+    allowed = set(MISMATCH_FIELDS) if opts.update_baseline else set(opts.allow_mismatch)
+    check_comparable(baseline.fingerprint, controller.run_fields(), allowed,
+                     str(baseline_file(opts.baseline)), controller.notes)
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -137,7 +147,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 def _cuda_missing_reason() -> str | None:
     try:
-        import torch
+        import torch  # lazy: torch, only for a run with gpu-marked tests
     except ImportError as exc:
         return f"CUDA not available (torch not importable: {exc})"
     return None if torch.cuda.is_available() else "CUDA not available"
@@ -173,62 +183,6 @@ def _check_unique_keys(items: list[pytest.Item]) -> None:
 
 
 # -- the faith fixture -------------------------------------------------------------------------------
-def suite_name(item: pytest.Item) -> str:
-    """``@pytest.mark.suite("name")``, else the module name without its ``test_`` prefix."""
-    marker = item.get_closest_marker("suite")
-    if marker is not None:
-        name = marker.args[0] if marker.args else marker.kwargs.get("name")
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"{item.nodeid}: @pytest.mark.suite needs a non-empty name, got {name!r}")
-        return name
-    module = getattr(item, "module", None)
-    stem = module.__name__.rpartition(".")[2] if module is not None else item.path.stem
-    return stem.removeprefix("test_")
-
-
-def _label(value: object) -> str | None:
-    if isinstance(value, str | int | float) and not isinstance(value, bool):
-        return str(value)
-    label = getattr(value, "label", None)
-    return label if isinstance(label, str) else None
-
-
-def record_test_id(item: pytest.Item) -> str:
-    """The test's result key, ``<test file name>::<test name[params]>`` (:func:`test_key`): the same
-    whatever pytest's rootdir, cwd or option values, and without the ``@group`` suffix xdist adds under
-    ``--dist loadgroup``, so serial and parallel runs record the same keys (and baselines match)."""
-    nodeid = item.nodeid
-    groups = [str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-              for m in item.iter_markers("xdist_group")]
-    for suffix in {"@" + "_".join(sorted(set(groups))), *("@" + g for g in groups)} if groups else ():
-        if nodeid.endswith(suffix):
-            return test_key(nodeid.removesuffix(suffix))
-    return test_key(nodeid)
-
-
-def model_param(item: pytest.Item) -> ModelSpec | None:
-    """The model a test is parametrised with (a ``faith_scorer`` / ``faith_vlm`` parameter), if any."""
-    params: dict[str, object] = getattr(getattr(item, "callspec", None), "params", {})
-    return next((v for v in params.values() if isinstance(v, ModelSpec)), None)
-
-
-def callspec_labels(item: pytest.Item) -> tuple[str, str]:
-    """(model, variant): the label of the model parameter (or of a plain parameter named ``model``)
-    and the ``variant`` parameter, if any."""
-    params: dict[str, object] = getattr(getattr(item, "callspec", None), "params", {})
-    spec = model_param(item)
-    model = spec.label if spec is not None else (_label(params.get("model")) or "")
-    variant = _label(params["variant"]) if "variant" in params else None
-    return model, variant or "base"
-
-
-def callspec_dataset(item: pytest.Item) -> str:
-    """The dataset a test runs on: the value of its dataset parameter (a protocol fixture named
-    ``*_data`` parametrised with the dataset's name, e.g. ``flip_data="world"``), "" when it has none."""
-    params: dict[str, object] = getattr(getattr(item, "callspec", None), "params", {})
-    return next((v for k, v in params.items() if k.endswith("_data") and isinstance(v, str)), "")
-
-
 @pytest.fixture
 def faith(request: pytest.FixtureRequest) -> Faith:
     """Records this test's metrics, checks, exemplars, plots and item outcomes into the scorecard."""
@@ -281,6 +235,57 @@ def _message(call: pytest.CallInfo[None], report: pytest.TestReport) -> str:
     return call.excinfo.exconly()[:MESSAGE_CHARS]
 
 
+def _insufficient(item: pytest.Item, call: pytest.CallInfo[None],
+                  report: pytest.TestReport) -> InsufficientData | None:
+    """The test stopped for too little data (a check's coverage, a probe on too few stimuli)."""
+    exc = call.excinfo.value if call.when == "call" and call.excinfo is not None else None
+    return exc if isinstance(exc, InsufficientData) and report.failed and wants_record(item) else None
+
+
+def _models_property(config: pytest.Config) -> list[tuple[str, object]]:
+    """Model info registered since the last report, to ride on this one (each process sends its own)."""
+    infos, sent = config.stash[FAITH_MODEL_INFO], config.stash[_SENT_INFO]
+    pending = {k: v for k, v in infos.items() if sent.get(k) != v}
+    if not pending:
+        return []
+    sent.update({k: dict(v) for k, v in pending.items()})  # copies: later registrations merge in place
+    return [(MODELS_PROPERTY, json.dumps(pending, sort_keys=True, default=str))]
+
+
+def _record(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport,
+            short: InsufficientData | None) -> str:
+    """The test's record as JSON: outcome, duration (setup included), message."""
+    recorder = item.stash.get(FAITH_KEY, None)
+    try:
+        record = recorder.record if recorder else TestRecord(record_test_id(item), suite_name(item))
+    except ValueError as exc:  # a bad suite marker: keep the test, name the problem
+        record = TestRecord(record_test_id(item), "", message=str(exc))
+    record.outcome = "insufficient" if short is not None else _outcome(report)
+    setup_s = item.stash.get(_SETUP_S, 0.0) if call.when == "call" else 0.0
+    record.duration = report.duration + setup_s
+    record.message = (short.reason[:MESSAGE_CHARS] if short is not None
+                      else _message(call, report) or record.message)
+    try:
+        return json.dumps(record.to_json(), allow_nan=False)
+    except (TypeError, ValueError) as exc:  # never an INTERNALERROR: the record says what broke
+        broken = TestRecord(record.test, record.suite, outcome="error", duration=record.duration,
+                            message=f"faithtests: record not JSON-serialisable: {exc}")
+        return json.dumps(broken.to_json())
+
+
+def _record_properties(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport,
+                       short: InsufficientData | None) -> list[tuple[str, object]]:
+    if not wants_record(item):
+        return []
+    if call.when == "setup":  # session fixtures (model stages) run here: part of the test's cost
+        item.stash[_SETUP_S] = report.duration
+    if call.when == "call" or (call.when == "setup" and not report.passed):
+        return [(PROPERTY, _record(item, call, report, short))]
+    if call.when == "teardown" and report.failed:
+        return [(TEARDOWN_PROPERTY, json.dumps([record_test_id(item), _message(call, report)]))]
+    return []
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
@@ -290,41 +295,14 @@ def pytest_runtest_makereport(
     if FAITH_OPTIONS not in config.stash:
         return report
     props: list[tuple[str, object]] = []
-    exc = call.excinfo.value if call.when == "call" and call.excinfo is not None else None
-    short = exc if isinstance(exc, InsufficientData) and report.failed and wants_record(item) else None
+    short = _insufficient(item, call, report)
     if short is not None:
-        # too little data (a check's coverage, a probe on too few stimuli): INSUFFICIENT, not a failure;
-        # the controller's exit status says so (6) unless --faith-allow-insufficient
+        # too little data: INSUFFICIENT, not a failure; the controller's exit status says so (6) unless
+        # --faith-allow-insufficient
         report.outcome, report.longrepr = "passed", None
         props.append((INSUFFICIENT_PROPERTY, short.reason[:MESSAGE_CHARS]))
-    infos, sent = config.stash[FAITH_MODEL_INFO], config.stash[_SENT_INFO]
-    pending = {k: v for k, v in infos.items() if sent.get(k) != v}
-    if pending:
-        props.append((MODELS_PROPERTY, json.dumps(pending, sort_keys=True, default=str)))
-        sent.update({k: dict(v) for k, v in pending.items()})  # copies: later registrations merge in place
-    if wants_record(item):
-        if call.when == "setup":  # session fixtures (model stages) run here: part of the test's cost
-            item.stash[_SETUP_S] = report.duration
-        if call.when == "call" or (call.when == "setup" and not report.passed):
-            recorder = item.stash.get(FAITH_KEY, None)
-            try:
-                record = recorder.record if recorder else TestRecord(record_test_id(item), suite_name(item))
-            except ValueError as exc:  # a bad suite marker: keep the test, name the problem
-                record = TestRecord(record_test_id(item), "", message=str(exc))
-            record.outcome = "insufficient" if short is not None else _outcome(report)
-            setup_s = item.stash.get(_SETUP_S, 0.0) if call.when == "call" else 0.0
-            record.duration = report.duration + setup_s
-            record.message = (short.reason[:MESSAGE_CHARS] if short is not None
-                              else _message(call, report) or record.message)
-            try:
-                payload = json.dumps(record.to_json(), allow_nan=False)
-            except (TypeError, ValueError) as exc:  # never an INTERNALERROR: the record says what broke
-                broken = TestRecord(record.test, record.suite, outcome="error", duration=record.duration,
-                                    message=f"faithtests: record not JSON-serialisable: {exc}")
-                payload = json.dumps(broken.to_json())
-            props.append((PROPERTY, payload))
-        elif call.when == "teardown" and report.failed:
-            props.append((TEARDOWN_PROPERTY, json.dumps([record_test_id(item), _message(call, report)])))
+    props += _models_property(config)
+    props += _record_properties(item, call, report, short)
     if props:  # a new list: the item's own user_properties must not carry these into later phases
         report.user_properties = [*report.user_properties, *props]
     return report

@@ -1,0 +1,90 @@
+"""What a protocol declares about itself, as data: the one place a protocol names its suites, its data,
+its options, its resample count, its world generator and its reference-VLM training tasks.
+
+Each ``faithtests/protocols/<name>/manifest.py`` defines ``MANIFEST``; :func:`faithtests.protocols.manifests`
+discovers them (and third-party protocols registered under the ``faithtests.protocols`` entry-point
+group). The plugin registers options, data names and fixture modules from the manifests; the reference
+trainer collects training tasks from them; the docs' suite, data and option tables are generated from
+them. Importing a manifest is cheap: no torch, no numpy, no PIL (the plugin imports every manifest at
+load time).
+
+Generators and training tasks are named as ``"module:attribute"`` strings and imported only when used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from faithtests.config import Option
+from faithtests.data.names import DataName
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One protocol, declared once.
+
+    ``suites``: the suite names this protocol's tests record under (``suites/test_<suite>.py``).
+    ``data``: ``--faith-data`` names this protocol owns (name -> what the path must be).
+    ``reads``: shared data names (declared in :mod:`faithtests.data.names`) its suites also read.
+    ``options``: its own command-line/ini options. ``bootstrap``: resamples of its CIs (the paper's).
+    ``world``: ``"module:function"`` of its procedural item generator, or ``None``.
+    ``training``: ``"module:attribute"`` of its reference-VLM training tasks (task name -> maker), or
+    ``None``. ``fixtures``: the module holding its pytest fixtures (registered by the plugin).
+    """
+
+    name: str
+    title: str
+    paper: str
+    suites: tuple[str, ...]
+    fixtures: str
+    data: dict[str, DataName] = field(default_factory=dict)
+    reads: tuple[str, ...] = ()
+    options: tuple[Option, ...] = ()
+    bootstrap: int = 10_000
+    world: str | None = None
+    training: str | None = None
+
+
+def load_attr(ref: str) -> Any:
+    """The object a ``"module:attribute"`` reference names (imported now, not at manifest load)."""
+    module, sep, attr = ref.partition(":")
+    if not sep or not module or not attr:
+        raise ValueError(f"{ref!r} is not 'module:attribute'")
+    return getattr(importlib.import_module(module), attr)
+
+
+class ManifestError(ValueError):
+    """Two manifests that cannot both be registered (one data name or option declared twice)."""
+
+
+def data_table(manifests: Iterable[Manifest], shared: Mapping[str, DataName]) -> dict[str, DataName]:
+    """Every accepted ``--faith-data`` name -> its spec, with ``suites`` filled in: the shared names
+    first (read by the suites of each manifest that lists them in ``reads``), then each manifest's own
+    names (read by its suites). A name owned twice, or a ``reads`` of an unknown shared name, is an error."""
+    manifests = list(manifests)
+    readers: dict[str, list[str]] = {name: [] for name in shared}
+    owned: dict[str, DataName] = {}
+    for m in manifests:
+        for name in m.reads:
+            if name not in shared:
+                raise ManifestError(f"protocol {m.name!r} reads {name!r}, which is no shared data name")
+            readers[name] += [s for s in m.suites if s not in readers[name]]
+        for name, spec in m.data.items():
+            if name in owned or name in shared:
+                raise ManifestError(f"data name {name!r} is declared twice (protocol {m.name!r})")
+            owned[name] = replace(spec, suites=m.suites)
+    return {**{n: replace(s, suites=tuple(readers[n])) for n, s in shared.items()}, **owned}
+
+
+def unique_options(options: Iterable[Option]) -> tuple[Option, ...]:
+    """``options`` as a tuple; one name declared twice is an error naming it."""
+    out = tuple(options)
+    seen: set[str] = set()
+    for o in out:
+        if o.name in seen:
+            raise ManifestError(f"option {o.flag} (ini {o.name}) is declared twice")
+        seen.add(o.name)
+    return out
