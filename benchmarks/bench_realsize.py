@@ -348,7 +348,7 @@ def workload() -> dict[str, Any]:
     from faithtests.protocols.lgip.sources import world_workload
     from faithtests.protocols.s3e.fixtures import S3E_WORLD_RECORDS
     from faithtests.protocols.s3e.prompts import PROMPT_SLOTS, record_prompts
-    from faithtests.protocols.s3e.world import s3e_records
+    from faithtests.protocols.s3e.stimuli import s3e_records
 
     wl = world_workload(WORLD_IMAGES, seed=0)
     words = {t: len(t.split()) for p in wl.pairs for t in (p.caption, p.perturbed)}

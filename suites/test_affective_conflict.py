@@ -1,4 +1,4 @@
-"""Suite 4 — affective conflict (AC-Bench §3–5, App. C.3, D; SPEC §4).
+"""Suite 4 — affective conflict (AC-Bench §3–5, App. C.3, D).
 
 Protocol: an image with its emotion y_img and one description steering toward y_txt (aligned: y_txt =
 y_img; subjective adjacent / opposite; objective object / attribute / behaviour). The model answers the
@@ -19,18 +19,35 @@ gated by nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 
 from faithtests.protocols.acbench.fixtures import ACBENCH_BOOTSTRAP, ACBENCH_VARIANTS, AcData, CecsUnavailable
-from faithtests.protocols.acbench.metrics import Shares, answer_category, answer_shares, lss_curve
+from faithtests.protocols.acbench.metrics import lss_curve
 from faithtests.protocols.acbench.records import CONFLICT_SUBSETS, EMOTIONS, AcRecord
+from faithtests.protocols.acbench.results import (
+    CATEGORIES,
+    Boot,
+    Row,
+    accuracy_rows,
+    aligned,
+    categories,
+    cecs_delta_rows,
+    conflict_score_rows,
+    hits,
+    lss_band,
+    normalised_share_rows,
+    normalised_tbr_row,
+    share_rows,
+    subset_shares,
+    tbr_rows,
+)
 from faithtests.protocols.acbench.run import ANSWER_MODES, Answers
-from faithtests.protocols.acbench.steering import active_rows
 from faithtests.scorecard.kinds import is_fatal
 from faithtests.scorecard.model import Series
 from faithtests.scorecard.recording import Faith
-from faithtests.stats import cluster_bootstrap_ci, cluster_bootstrap_ratio_ci
 
 pytestmark = pytest.mark.suite("affective_conflict")
 GATED = ("base", "constrained")  # (variant, mode) the thresholds apply to
@@ -44,6 +61,11 @@ GATE_TOL = 1e-4
 SCORING = "scoring=length_normalised"
 
 
+def _record(faith: Faith, rows: Sequence[Row]) -> None:
+    for r in rows:
+        faith.metric(r.name, r.value, ci=r.ci, n=r.n, higher_is_better=r.higher_is_better, slice=r.slice)
+
+
 def _normalised(faith: Faith, data: AcData) -> Answers | None:
     """The base constrained answers re-decided by mean per-token log-probability, or None (counted)
     when the adapter exposes no tokenizer to count the labels' tokens."""
@@ -51,12 +73,6 @@ def _normalised(faith: Faith, data: AcData) -> Answers | None:
     if ans is None:
         faith.invalid("length-normalised scoring unavailable (the adapter exposes no tokenizer)", 1)
     return ans
-
-
-def _where(subset: str | None, mode: str) -> str | None:
-    """The slice of a result: the subset, and the answer mode unless it is the default."""
-    parts = [p for p in (subset, None if mode == "constrained" else f"mode={mode}") if p]
-    return ", ".join(parts) or None
 
 
 def _described(data: AcData) -> list[AcRecord]:
@@ -83,46 +99,6 @@ def _record_invalid(faith: Faith, data: AcData, *answers: Answers) -> None:
             faith.invalid(label, count, total=len(a.ids), examples=c.examples[kind])
 
 
-def _ci(values: np.ndarray, clusters: list[str], seed: int) -> tuple[float, float] | None:
-    if not len(values):
-        return None
-    return cluster_bootstrap_ci(values, clusters, n_resamples=ACBENCH_BOOTSTRAP, seed=seed)
-
-
-def _ratio_ci(num: np.ndarray, den: np.ndarray, clusters: list[str], seed: int) -> tuple[float, float] | None:
-    if not len(num):
-        return None
-    lo, hi = cluster_bootstrap_ratio_ci(num, den, clusters, n_resamples=ACBENCH_BOOTSTRAP, seed=seed)
-    return (lo, hi) if np.isfinite(lo) and np.isfinite(hi) else None
-
-
-def _categories(recs: list[AcRecord], ans: Answers) -> tuple[list[int], np.ndarray]:
-    """Conflict rows and their §4.1 category one-hot [n, 3] (image, text, other)."""
-    rows = [i for i, r in enumerate(recs) if r.conflict]
-    cats = [answer_category(ans.pred[i], recs[i].image_emotion, recs[i].text_emotion or "") for i in rows]
-    onehot = np.array([[c == k for k in ("image", "text", "other")] for c in cats], dtype=np.float64)
-    return rows, onehot.reshape(len(rows), 3)
-
-
-def _shares(recs: list[AcRecord], ans: Answers, rows: list[int]) -> Shares:
-    """Eqs. 1–4 on ``rows`` (``metrics.answer_shares``)."""
-    return answer_shares(
-        [ans.pred[i] for i in rows],
-        [recs[i].image_emotion for i in rows],
-        [recs[i].text_emotion for i in rows],
-    )
-
-
-def _groups(recs: list[AcRecord], rows: list[int]) -> list[tuple[str | None, list[int]]]:
-    """(subset or None for all, positions within ``rows``) for Q_conf and each conflict subset present."""
-    out: list[tuple[str | None, list[int]]] = [(None, list(range(len(rows))))]
-    for s in CONFLICT_SUBSETS:
-        pos = [j for j, i in enumerate(rows) if recs[i].subset == s]
-        if pos:
-            out.append((s, pos))
-    return out
-
-
 @pytest.mark.parametrize("variant", ACBENCH_VARIANTS)
 @pytest.mark.parametrize("mode", ANSWER_MODES)
 def test_conflict_shares(
@@ -132,31 +108,15 @@ def test_conflict_shares(
     recs = _described(acbench_data)
     ans = _answers(acbench_data, variant, mode)
     _record_invalid(faith, acbench_data, ans)
-    rows, onehot = _categories(recs, ans)
+    rows, onehot = categories(recs, ans)
     assert rows, f"no conflict records in {acbench_data.dataset}"
-    stim = [recs[i].stimulus_id for i in rows]
-    for subset, pos in _groups(recs, rows):
-        cl = [stim[j] for j in pos]
-        sh = _shares(recs, ans, [rows[j] for j in pos])
-        for k, (name, better) in enumerate((("P_img", True), ("P_txt", False), ("P_oth", False))):
-            x = onehot[pos, k]  # per-record indicators: the bootstrap's unit
-            faith.metric(
-                name,
-                (sh.p_img, sh.p_txt, sh.p_oth)[k],
-                ci=_ci(x, cl, faith_seed),
-                n=len(pos),
-                higher_is_better=better,
-                slice=_where(subset, mode),
-            )
-    present = [s for s, _ in _groups(recs, rows)[1:] if s]
-    by = {s: onehot[pos].mean(axis=0) for s, pos in _groups(recs, rows)[1:] if s}
+    boot = Boot(ACBENCH_BOOTSTRAP, faith_seed)
+    _record(faith, share_rows(recs, ans, mode, boot))
+    by = subset_shares(recs, ans)
     faith.plot(
         f"answer alignment per conflict subset ({mode})",
         "bar",
-        [
-            Series(k, list(present), [float(by[s][j]) for s in present])
-            for j, k in enumerate(("image", "text", "other"))
-        ],
+        [Series(k, list(by), [float(v[j]) for v in by.values()]) for j, k in enumerate(CATEGORIES)],
         y_label="share of conflict records",
     )
     faith.items(f"image_aligned_{mode}", {recs[i].item_id: bool(onehot[j, 0]) for j, i in enumerate(rows)})
@@ -165,11 +125,7 @@ def test_conflict_shares(
     if (variant, mode) == GATED:  # CECS and the generation mode are recorded, gated by nothing
         norm = _normalised(faith, acbench_data)  # recorded beside the gate, before it can fail
         if norm is not None:
-            rows, onehot = _categories(recs, norm)
-            sh = _shares(recs, norm, rows)
-            for k, name in enumerate(("P_img", "P_txt", "P_oth")):
-                faith.metric(name, (sh.p_img, sh.p_txt, sh.p_oth)[k], ci=_ci(onehot[:, k], stim, faith_seed),
-                             n=len(rows), higher_is_better=k == 0, slice=SCORING)
+            _record(faith, normalised_share_rows(recs, norm, boot, SCORING))
         faith.check("P_img")
 
 
@@ -183,29 +139,16 @@ def test_text_bias_ratio(
     recs = _described(acbench_data)
     ans = _answers(acbench_data, variant, mode)
     _record_invalid(faith, acbench_data, ans)
-    rows, onehot = _categories(recs, ans)
-    assert rows, f"no conflict records in {acbench_data.dataset}"
-    stim = [recs[i].stimulus_id for i in rows]
-    for subset, pos in _groups(recs, rows):
-        img, txt = onehot[pos, 0], onehot[pos, 1]
-        value = _shares(recs, ans, [rows[j] for j in pos]).tbr
-        faith.metric(
-            "TBR",
-            value,
-            ci=_ratio_ci(txt, img + txt, [stim[j] for j in pos], faith_seed),
-            n=len(pos),
-            higher_is_better=False,
-            slice=_where(subset, mode),
-        )
-        if value != value:
+    assert categories(recs, ans)[0], f"no conflict records in {acbench_data.dataset}"
+    boot = Boot(ACBENCH_BOOTSTRAP, faith_seed)
+    for subset, row in tbr_rows(recs, ans, mode, boot):
+        _record(faith, [row])
+        if row.value != row.value:  # NaN
             faith.invalid("TBR undefined (no answer matched y_img or y_txt)", 1, examples=[subset or "all"])
     if (variant, mode) == GATED:
         norm = _normalised(faith, acbench_data)
         if norm is not None:
-            rows, onehot = _categories(recs, norm)
-            img, txt = onehot[:, 0], onehot[:, 1]
-            faith.metric("TBR", _shares(recs, norm, rows).tbr, ci=_ratio_ci(txt, img + txt, stim, faith_seed),
-                         n=len(rows), higher_is_better=False, slice=SCORING)
+            _record(faith, [normalised_tbr_row(recs, norm, boot, SCORING)])
         faith.check("TBR")
 
 
@@ -218,14 +161,12 @@ def test_aligned_accuracy(
     recs = _described(acbench_data)
     ans = _answers(acbench_data, variant, mode)
     _record_invalid(faith, acbench_data, ans)
-    rows = [i for i, r in enumerate(recs) if r.subset == "aligned"]
+    rows = aligned(recs)
     if not rows:
         pytest.skip(f"{acbench_data.dataset}: no aligned records")
-    hit = np.array([ans.pred[i] == recs[i].image_emotion for i in rows], dtype=np.float64)
-    stim = [recs[i].stimulus_id for i in rows]
-    faith.metric(
-        "aligned_acc", float(hit.mean()), ci=_ci(hit, stim, faith_seed), n=len(rows), slice=_where(None, mode)
-    )
+    hit = hits([ans.pred[i] for i in rows], [recs[i].image_emotion for i in rows])
+    _record(faith, accuracy_rows("aligned_acc", hit, [recs[i] for i in rows], mode,
+                                 Boot(ACBENCH_BOOTSTRAP, faith_seed)))
     wrong = [i for i, h in zip(rows, hit, strict=True) if not h][:4]
     faith.exemplars([_exemplar(recs[i], ans, i, "wrong on an aligned record") for i in wrong])
     if (variant, mode) == GATED:
@@ -239,41 +180,18 @@ def test_unimodal_baselines(faith: Faith, acbench_data: AcData, mode: str, faith
     P_img / P_txt say nothing about a preference. CECS cannot change them (a prompt without an image or
     without a description has no mass to move), so they are recorded once, for base."""
     data = acbench_data
+    boot = Boot(ACBENCH_BOOTSTRAP, faith_seed)
     images = data.baseline("image-only", mode)  # type: ignore[arg-type]
     answers = [images]
     if data.usable.images:
-        gold = [r.image_emotion for r in data.usable.images]
-        hit = np.array([p == g for p, g in zip(images.pred, gold, strict=True)], dtype=np.float64)
-        faith.metric(
-            "image_only_acc",
-            float(hit.mean()),
-            n=len(hit),
-            slice=_where(None, mode),
-            ci=_ci(hit, [r.stimulus_id for r in data.usable.images], faith_seed),
-        )
+        hit = hits(images.pred, [r.image_emotion for r in data.usable.images])
+        _record(faith, accuracy_rows("image_only_acc", hit, data.usable.images, mode, boot))
     if data.records:
         text = data.baseline("text-only", mode)  # type: ignore[arg-type]
         answers.append(text)
-        recs = data.records
-        hit = np.array([p == r.text_emotion for p, r in zip(text.pred, recs, strict=True)], dtype=np.float64)
-        stim = [r.stimulus_id for r in recs]
-        faith.metric(
-            "text_only_acc",
-            float(hit.mean()),
-            ci=_ci(hit, stim, faith_seed),
-            n=len(hit),
-            slice=_where(None, mode),
-        )
-        for subset in ("aligned", *CONFLICT_SUBSETS):
-            rows = [i for i, r in enumerate(recs) if r.subset == subset]
-            if rows:
-                faith.metric(
-                    "text_only_acc",
-                    float(hit[rows].mean()),
-                    n=len(rows),
-                    slice=_where(subset, mode),
-                    ci=_ci(hit[rows], [stim[i] for i in rows], faith_seed),
-                )
+        hit = hits(text.pred, [r.text_emotion for r in data.records])
+        _record(faith, accuracy_rows("text_only_acc", hit, data.records, mode, boot,
+                                     ("aligned", *CONFLICT_SUBSETS)))
     _record_invalid(faith, data, *answers)
     assert data.usable.images or data.records, f"{data.dataset}: nothing to run"
 
@@ -296,16 +214,10 @@ def test_linguistic_sink(faith: Faith, acbench_data: AcData, faith_seed: int) ->
     for variant, run in curves.items():
         faith.bind(variant=variant)
         curve = lss_curve(run.per_item[:, rows])
-        layers = list(range(curve.mean.size))
-        lo, hi = [], []
-        for layer in layers:
-            x = curve.per_item[layer]
-            ok = np.isfinite(x)
-            band = (
-                _ci(x[ok], [c for c, k in zip(stim, ok, strict=True) if k], faith_seed) if ok.any() else None
-            )
-            lo.append(band[0] if band else float("nan"))
-            hi.append(band[1] if band else float("nan"))
+        layers: list[float | str] = list(range(curve.mean.size))
+        band = lss_band(curve, stim, Boot(ACBENCH_BOOTSTRAP, faith_seed))
+        lo, hi = band.lo, band.hi
+        for layer in range(curve.mean.size):
             if curve.undefined[layer]:
                 faith.invalid(
                     f"LSS undefined at layer {layer} (no image attention)",
@@ -345,17 +257,8 @@ def test_linguistic_sink(faith: Faith, acbench_data: AcData, faith_seed: int) ->
         faith.metric("cecs_window_last", float(window[1]), slice=rule)
 
 
-def test_cecs_intervention(faith: Faith, acbench_data: AcData, faith_seed: int) -> None:
-    """CECS (§5.1, App. D): the update keeps every modified attention row a distribution (Eq. 13: sums
-    to 1 within 1e-6 on real attentions) and leaves the outputs unchanged below the gate (s < τ); the
-    conflict score's spread over aligned / conflict records, how many rows it steers, and what it does
-    to P_img, TBR and aligned accuracy (paired differences vs base, CIs over images). Diagnostic."""
-    data = acbench_data
-    recs = _described(data)
-    try:
-        window, _ = data.window()
-    except CecsUnavailable as e:
-        pytest.skip(f"CECS not run on {data.dataset}: {e}")
+def _check_mass_and_gate(faith: Faith, data: AcData, window: tuple[int, int]) -> None:
+    """Eq. 13 (every modified attention row still sums to 1) and the hard gate (s < τ changes nothing)."""
     mass = data.mass()
     faith.metric(
         "cecs_mass_max_err", mass.max_sum_err, n=mass.rows, higher_is_better=False, slice="s=1 check"
@@ -373,57 +276,26 @@ def test_cecs_intervention(faith: Faith, acbench_data: AcData, faith_seed: int) 
     )
     faith.metric("cecs_gate_closed_max_lss_diff", gate.max_lss_diff, n=gate.prompts, higher_is_better=False)
     assert gate.max_logprob_diff <= GATE_TOL and gate.max_lss_diff <= GATE_TOL and gate.same_replies, gate
+
+
+def test_cecs_intervention(faith: Faith, acbench_data: AcData, faith_seed: int) -> None:
+    """CECS (§5.1, App. D): the update keeps every modified attention row a distribution (Eq. 13: sums
+    to 1 within 1e-6 on real attentions) and leaves the outputs unchanged below the gate (s < τ); the
+    conflict score's spread over aligned / conflict records, how many rows it steers, and what it does
+    to P_img, TBR and aligned accuracy (paired differences vs base, CIs over images). Diagnostic."""
+    data = acbench_data
+    recs = _described(data)
+    try:
+        window, _ = data.window()
+    except CecsUnavailable as e:
+        pytest.skip(f"CECS not run on {data.dataset}: {e}")
+    _check_mass_and_gate(faith, data, window)
     s, bad, examples = data.score_run()
     for kind, count in sorted(bad.items()):
         faith.invalid(kind, count, total=len(recs), examples=examples[kind])
-    steered = np.zeros(len(recs), dtype=bool)
-    steered[active_rows(s)] = True
-    for label, rows in (
-        ("aligned", [i for i, r in enumerate(recs) if not r.conflict]),
-        ("conflict", [i for i, r in enumerate(recs) if r.conflict]),
-    ):
-        if rows:
-            faith.metric(
-                "conflict_score_mean",
-                float(np.nanmean(s[rows])),
-                n=len(rows),
-                slice=label,
-                higher_is_better=label == "conflict",
-            )
-            faith.metric(
-                "cecs_steered_rate",
-                float(steered[rows].mean()),
-                n=len(rows),
-                slice=label,
-                higher_is_better=label == "conflict",
-            )
+    _record(faith, conflict_score_rows(recs, s))
     base, cecs = data.answers("base", "constrained"), data.answers("cecs", "constrained")
-    rows, b = _categories(recs, base)
-    _, c = _categories(recs, cecs)
-    stim = [recs[i].stimulus_id for i in rows]
-    for subset, pos in _groups(recs, rows):
-        d = c[pos, 0] - b[pos, 0]
-        faith.metric(
-            "delta_P_img",
-            float(d.mean()),
-            ci=_ci(d, [stim[j] for j in pos], faith_seed),
-            n=len(pos),
-            slice=subset,
-        )
-    aligned = [i for i, r in enumerate(recs) if r.subset == "aligned"]
-    if aligned:
-        d = np.array(
-            [
-                float(cecs.pred[i] == recs[i].image_emotion) - float(base.pred[i] == recs[i].image_emotion)
-                for i in aligned
-            ]
-        )
-        faith.metric(
-            "delta_aligned_acc",
-            float(d.mean()),
-            n=len(aligned),
-            ci=_ci(d, [recs[i].stimulus_id for i in aligned], faith_seed),
-        )
+    _record(faith, cecs_delta_rows(recs, base, cecs, Boot(ACBENCH_BOOTSTRAP, faith_seed)))
 
 
 def _exemplar(r: AcRecord, ans: Answers, i: int, reason: str) -> dict[str, object]:

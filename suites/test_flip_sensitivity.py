@@ -1,6 +1,6 @@
 """Suite 2 — flip sensitivity.
 
-2a (LGIP §3.2–3.3, §4.3–4.6, App. A.2; SPEC §2a). Protocol: replace one word of a caption with another
+2a (LGIP §3.2–3.3, §4.3–4.6, App. A.2). Protocol: replace one word of a caption with another
 word of the same colour / number / object vocabulary (first whole-word match, at most one flip per type,
 K_diff = 6, seed 42), and for the combined case flip a paraphrase instead. A faithful scorer prefers the
 original: gap g = s(I, c) − s(I, c†), E_sens = mean g (Eq. 4), PR = mean 1{s(I, c) > s(I, c†)} (Eq. 5,
@@ -9,10 +9,14 @@ bins them weak / medium / strong at the 25th / 75th percentiles (§4.3): within 
 default (slices ``bin=weak`` ..., and ``bin=weak,type=color`` ... for the make-up), or with
 ``--faith-lgip-bins paper`` the public script's Table 5 bins (``paper_bin=weak`` ...) or ``pooled``
 (``pooled_bin=weak`` ...); see ``faithtests/protocols/lgip/strength.py``. SugarCrepe (positive, hard
-negative) pairs are flips too: their PR equals SugarCrepe's text accuracy.
+negative) pairs are flips too: their PR equals SugarCrepe's text accuracy. The numbers come from
+``faithtests/protocols/lgip/results.py`` (2a) and ``faithtests/protocols/s3e/metrics.py`` (2b); this file
+records and checks them.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import numpy as np
 import pytest
@@ -26,22 +30,24 @@ from faithtests.protocols.lgip.fixtures import (
     pair_exemplars,
     record_missing,
 )
-from faithtests.protocols.lgip.flips import count_change
-from faithtests.protocols.lgip.metrics import FlipStats, flip_summary
-from faithtests.protocols.lgip.perturb import pair_id, pair_keys
-from faithtests.protocols.lgip.strength import (
-    STRENGTH_BINS,
-    BinScheme,
-    bin_flips,
-    flip_strength,
-    text_cosines_from_texts,
+from faithtests.protocols.lgip.metrics import FlipStats
+from faithtests.protocols.lgip.results import (
+    ci_bars,
+    count_pairs,
+    flip_indices,
+    flip_rate,
+    strength_bins,
 )
+from faithtests.protocols.lgip.strength import BinScheme
 from faithtests.protocols.s3e.fixtures import S3E_ANCHOR, S3E_MIN_SUPPORT, S3EData, finite_records
 from faithtests.protocols.s3e.metrics import (
     STRESS,
     BehaviourSummary,
+    item_rate,
+    most_excess,
     paired_excess,
     positive_chosen,
+    rate_by_label,
     s_scores,
     select_layer,
     stress_behaviour,
@@ -51,7 +57,6 @@ from faithtests.protocols.s3e.metrics import (
 )
 from faithtests.scorecard.model import ItemValues, Series
 from faithtests.scorecard.recording import Faith
-from faithtests.stats import bootstrap_ci
 
 pytestmark = pytest.mark.suite("flip_sensitivity")
 
@@ -64,130 +69,81 @@ def _record(faith: Faith, stats: FlipStats, slice_: str | None, per_item: ItemVa
             faith.metric(name, est.value, ci=est.ci, n=est.n_pairs, slice=slice_)
 
 
-def _flip_indices(scored: Scored, case: str) -> np.ndarray:
-    family = family_of_case(case)
-    return np.array([i for i, p in enumerate(scored.workload.pairs)
-                     if p.family == family and case in ("all", "combined", p.label)], dtype=int)
+def _pr_bars(faith: Faith, title: str, stats: Mapping[str, FlipStats], keys: list[str]) -> None:
+    values, lo, hi = ci_bars([stats[k].pr for k in keys])
+    faith.plot(title, "bar", [Series(faith.model, list(keys), values, lo=lo, hi=hi)],
+               y_label="PR (higher is better)")
 
 
 def test_flip_positive_rate(faith: Faith, flip_scored: Scored, flip_case: str, faith_seed: int) -> None:
     scored = flip_scored
-    idx = _flip_indices(scored, flip_case)
+    pairs = scored.workload.pairs
+    idx = flip_indices(pairs, family_of_case(flip_case), flip_case)
     assert idx.size, f"no {flip_case} flips were generated for {scored.workload.name}"
     record_missing(faith, scored)
     slice_ = None if flip_case == "all" else flip_case
     idx = finite_pairs(faith, scored, idx)  # NaN/inf pairs are counted and fail the checks
     if not idx.size:
         fail_unscored(faith, "PR", slice=slice_)
-    pairs = [scored.workload.pairs[i] for i in idx]
-    types = [p.label or "untyped" for p in pairs]
-    summary = flip_summary(scored.base[idx], scored.perturbed[idx], [p.image_id for p in pairs],
-                           flip_types=types, seed=faith_seed)
+    rate = flip_rate(pairs, scored.base, scored.perturbed, idx, seed=faith_seed)
 
-    # PR per flip (1: the original scored above its flip), clustered by image: the paired gate's input
-    # ids over the whole workload, then picked: dropping a non-finite pair must not renumber its repeats
-    all_keys = pair_keys(scored.workload.pairs)
-    keys, won = [all_keys[i] for i in idx], scored.base[idx] > scored.perturbed[idx]
-
-    def flips_won(t: str | None) -> ItemValues:
-        chosen = [i for i, x in enumerate(types) if t in (None, x)]
-        return ItemValues({keys[i]: float(won[i]) for i in chosen},
-                          {keys[i]: pairs[i].image_id for i in chosen})
-
-    _record(faith, summary.overall, slice_, flips_won(None))
+    _record(faith, rate.summary.overall, slice_, rate.won)
     if flip_case == "all":
-        for t, stats in sorted(summary.by_type.items()):
-            _record(faith, stats, f"type={t}", flips_won(t))
-        faith.plot("PR by flip type", "bar", [Series(
-            faith.model, sorted(summary.by_type),
-            [summary.by_type[t].pr.value for t in sorted(summary.by_type)],
-            lo=[summary.by_type[t].pr.ci[0] if summary.by_type[t].pr.ci else float("nan")
-                for t in sorted(summary.by_type)],
-            hi=[summary.by_type[t].pr.ci[1] if summary.by_type[t].pr.ci else float("nan")
-                for t in sorted(summary.by_type)],
-        )], y_label="PR (higher is better)")
-        faith.items("flip_preferred_original", {
-            pair_id(p): bool(scored.base[i] > scored.perturbed[i])
-            for p, i in zip(pairs, idx, strict=True)})
-    wrong = idx[scored.perturbed[idx] >= scored.base[idx]]
-    order = np.argsort(-(scored.perturbed[wrong] - scored.base[wrong]))[:4]
-    faith.exemplars(pair_exemplars(scored, wrong[order], "flip scored at or above its original"))
+        types = sorted(rate.summary.by_type)
+        for t in types:
+            _record(faith, rate.summary.by_type[t], f"type={t}", rate.won_by_type[t])
+        _pr_bars(faith, "PR by flip type", rate.summary.by_type, types)
+        faith.items("flip_preferred_original", rate.preferred_original)
+    faith.exemplars(pair_exemplars(scored, rate.worst, "flip scored at or above its original"))
     if flip_case == "number":
         _record_count_pairs(faith, scored, idx, faith_seed)
     faith.check("PR", slice=slice_)
 
 
 def _record_count_pairs(faith: Faith, scored: Scored, idx: np.ndarray, seed: int) -> None:
-    """Number flips by (true -> flipped) count and by direction (the flip names more / fewer objects):
-    a scorer can pass PR[number] on a mix of mostly singles while it cannot tell three from two.
+    """Number flips by (true -> flipped) count and by direction (the flip names more / fewer objects).
     Recorded, not gated; the worst pair's hardest flips are exemplars."""
-    changes = {int(i): count_change(scored.workload.pairs[int(i)].rule) for i in idx}
-    counted = np.array([i for i in idx if changes[int(i)] is not None], dtype=int)
-    if not counted.size:
+    counts = count_pairs(scored.workload.pairs, scored.base, scored.perturbed, idx, seed=seed)
+    if counts is None:
         return
-    pairs = [scored.workload.pairs[i] for i in counted]
-    image_ids = [p.image_id for p in pairs]
-    names = [f"{a}->{b}" for a, b in (changes[int(i)] or (0, 0) for i in counted)]
-    by_pair = flip_summary(scored.base[counted], scored.perturbed[counted], image_ids, flip_types=names,
-                           seed=seed).by_type
-    directions = ["more" if b > a else "fewer" for a, b in (changes[int(i)] or (0, 0) for i in counted)]
-    by_direction = flip_summary(scored.base[counted], scored.perturbed[counted], image_ids,
-                                flip_types=directions, seed=seed).by_type
-    for key, stats in sorted(by_pair.items()):
+    for key, stats in sorted(counts.by_pair.items()):
         _record(faith, stats, f"number,count={key}")
-    for key, stats in sorted(by_direction.items()):
+    for key, stats in sorted(counts.by_direction.items()):
         _record(faith, stats, f"number,direction={key}")
-    keys = sorted(by_pair)
-    faith.plot(f"PR by count pair (true -> flipped), {scored.workload.name}", "bar", [Series(
-        faith.model, keys, [by_pair[k].pr.value for k in keys],
-        lo=[by_pair[k].pr.ci[0] if by_pair[k].pr.ci else float("nan") for k in keys],
-        hi=[by_pair[k].pr.ci[1] if by_pair[k].pr.ci else float("nan") for k in keys],
-    )], y_label="PR (higher is better)")
-    worst = min(keys, key=lambda k: by_pair[k].pr.value)
-    members = counted[[n == worst for n in names]]
-    wrong = members[scored.perturbed[members] >= scored.base[members]]
-    order = np.argsort(-(scored.perturbed[wrong] - scored.base[wrong]))[:4]
-    faith.exemplars(pair_exemplars(scored, wrong[order], f"worst count pair {worst}: flip scored at or above "
-                                   "its original"))
+    _pr_bars(faith, f"PR by count pair (true -> flipped), {scored.workload.name}", counts.by_pair,
+             sorted(counts.by_pair))
+    faith.exemplars(pair_exemplars(scored, counts.worst_flips, f"worst count pair {counts.worst}: flip "
+                                   "scored at or above its original"))
 
 
 def test_flip_strength_bins(faith: Faith, flip_scored: Scored, faith_scorer: object, strength_bin: str,
                             faith_seed: int, lgip_bin_scheme: BinScheme) -> None:
     scored = flip_scored
+    pairs = scored.workload.pairs
     slice_ = bin_slice(lgip_bin_scheme, strength_bin)
-    idx = finite_pairs(faith, scored, _flip_indices(scored, "all"))
+    idx = finite_pairs(faith, scored, flip_indices(pairs, "flip", "all"))
     if not idx.size:
         fail_unscored(faith, "PR", slice=slice_)
-    pairs = [scored.workload.pairs[i] for i in idx]
-    types = [p.label or "untyped" for p in pairs]
-    cos = text_cosines_from_texts([p.caption for p in pairs], [p.perturbed for p in pairs],
-                                  lambda texts: faith_scorer.encode_texts(texts).numpy())  # type: ignore[attr-defined]
-    bins = bin_flips(types, cos, lgip_bin_scheme)
-    summary = flip_summary(scored.base[idx], scored.perturbed[idx], [p.image_id for p in pairs],
-                           flip_types=types, strengths=flip_strength(types, cos), bins=bins.labels,
-                           seed=faith_seed)
-    cuts = ", ".join(f"{t} {lo:.3f}/{hi:.3f}" for t, (lo, hi) in bins.thresholds.items())
-    if strength_bin not in summary.by_bin:  # possible with the paper's bins (strength.py)
-        pytest.skip(f"no flip falls in the {strength_bin} bin ({lgip_bin_scheme} bins, q25/q75: {cuts})")
-    _record(faith, summary.by_bin[strength_bin], slice_)
-    for t in summary.by_type:  # the bin's make-up: PR and gap of each flip type in it
-        if (t, strength_bin) in summary.by_type_bin:
-            stats = summary.by_type_bin[(t, strength_bin)]
-            faith.metric("PR", stats.pr.value, ci=stats.pr.ci, n=stats.pr.n_pairs, slice=f"{slice_},type={t}")
-            faith.metric("E_sens", stats.gap.value, ci=stats.gap.ci, n=stats.gap.n_pairs,
-                         slice=f"{slice_},type={t}")
+    bins = strength_bins(pairs, scored.base, scored.perturbed, idx,
+                         lambda texts: faith_scorer.encode_texts(texts).numpy(),  # type: ignore[attr-defined]
+                         lgip_bin_scheme, seed=faith_seed)
+    if strength_bin not in bins.summary.by_bin:  # possible with the paper's bins (strength.py)
+        pytest.skip(f"no flip falls in the {strength_bin} bin ({lgip_bin_scheme} bins, q25/q75: {bins.cuts})")
+    _record(faith, bins.summary.by_bin[strength_bin], slice_)
+    for t, stats in bins.makeup(strength_bin):  # the bin's make-up: PR and gap of each flip type in it
+        part = f"{slice_},type={t}"
+        faith.metric("PR", stats.pr.value, ci=stats.pr.ci, n=stats.pr.n_pairs, slice=part)
+        faith.metric("E_sens", stats.gap.value, ci=stats.gap.ci, n=stats.gap.n_pairs, slice=part)
     if strength_bin == "strong":
-        order: list[float | str] = [b for b in STRENGTH_BINS if b in summary.by_bin]
-        cis = [summary.by_bin[str(b)].pr.ci for b in order]
-        faith.plot(f"PR by flip strength ({lgip_bin_scheme} bins; q25/q75 {cuts})", "line", [Series(
-            faith.model, order, [summary.by_bin[str(b)].pr.value for b in order],
-            lo=[c[0] if c else float("nan") for c in cis], hi=[c[1] if c else float("nan") for c in cis],
-        )], x_label="strength bin", y_label="PR")
+        order = bins.present()
+        values, lo, hi = ci_bars([bins.summary.by_bin[b].pr for b in order])
+        faith.plot(f"PR by flip strength ({lgip_bin_scheme} bins; q25/q75 {bins.cuts})", "line", [
+            Series(faith.model, list(order), values, lo=lo, hi=hi)], x_label="strength bin", y_label="PR")
     faith.check("PR", slice=slice_)
 
 
 # ------------------------------------------------------------------------------------------------------
-# 2b (S3E §3, §5–6, App. A, I, J, M; SPEC §2b). Protocol: each record's candidates (preserve, lexical,
+# 2b (S3E §3, §5–6, App. A, I, J, M). Protocol: each record's candidates (preserve, lexical,
 # stress, random) are paired with the image-supported c+ in both orders and the model answers A or B
 # from its option logits (no sampling). Behaviour: per-order accuracy on stress trials and the
 # strict-correct rate (c+ chosen in both orders). Internal: on strict-correct items, the pre-answer
@@ -209,8 +165,8 @@ def test_forced_choice_order_accuracy(faith: Faith, s3e_data: S3EData, order: st
                   examples=[f"{k}: {v}" for k, v in sorted(s3e_data.excluded.items())])
     faith.invalid("A/B tie (never guessed)", b.n_ties, total=2 * b.n)
     correct = positive_chosen(s3e_data.logits[:, :, STRESS])[:, 0 if order == "orig" else 1]
-    faith.metric("AB_accuracy", float(correct.mean()), ci=bootstrap_ci(correct.astype(float)), n=b.n,
-                 slice=order,
+    accuracy = item_rate(correct)
+    faith.metric("AB_accuracy", accuracy.value, ci=accuracy.ci, n=b.n, slice=order,
                  per_item={r.item_id: bool(c) for r, c in zip(s3e_data.records, correct, strict=True)})
     faith.metric("A_rate", b.a_rate_orig if order == "orig" else b.a_rate_swap, n=b.n, slice=order)
     if order == "swap":
@@ -225,13 +181,11 @@ def test_forced_choice_strict_correct(faith: Faith, s3e_data: S3EData) -> None:
     if not s3e_data.records:
         fail_unscored(faith, "strict_correct")
     strict = strict_correct(s3e_data.logits[:, :, STRESS])
-    faith.metric("strict_correct", float(strict.mean()), ci=bootstrap_ci(strict.astype(float)),
-                 n=int(strict.size),
+    rate = item_rate(strict)
+    faith.metric("strict_correct", rate.value, ci=rate.ci, n=rate.n,
                  per_item={r.item_id: bool(s) for r, s in zip(s3e_data.records, strict, strict=True)})
-    types = [r.stress_type for r in s3e_data.records]
-    for t in sorted(set(types)):
-        m = np.array([x == t for x in types])
-        faith.metric("strict_correct", float(strict[m].mean()), n=int(m.sum()), slice=f"type={t}")
+    for t, value, n in rate_by_label(strict, [r.stress_type for r in s3e_data.records]):
+        faith.metric("strict_correct", value, n=n, slice=f"type={t}")
     faith.items("strict_correct", {r.item_id: bool(s) for r, s in zip(s3e_data.records, strict, strict=True)})
     wrong = np.flatnonzero(~strict)[:4]
     faith.exemplars([_s3e_exemplar(s3e_data, int(i), "stress candidate chosen in at least one order")
@@ -269,9 +223,8 @@ def test_hidden_stress(faith: Faith, s3e_data: S3EData, faith_seed: int) -> None
         Series(f"Δ{c}", layers, list(cv.mean), lo=list(cv.lo), hi=list(cv.hi))
         for c, cv in summary.curves.items()], x_label="decoder layer", y_label="Δ (stress − control)")
     d_lex = paired_excess(S, "lex", strict)[selection.layer]
-    strict_idx = np.flatnonzero(strict)
-    faith.exemplars([_s3e_exemplar(s3e_data, int(strict_idx[j]), f"strict-correct, Δlex = {d_lex[j]:.4f}")
-                     for j in np.argsort(-d_lex)[:4]])
+    faith.exemplars([_s3e_exemplar(s3e_data, i, f"strict-correct, Δlex = {d:.4f}")
+                     for i, d in most_excess(d_lex, np.flatnonzero(strict))])
     faith.check("Delta_lex")
 
 

@@ -1,4 +1,4 @@
-"""Suite 3 — premise rejection (IMAVB §2.3, §3, §4.3, §5, App. C, D, G, L; SPEC §3).
+"""Suite 3 — premise rejection (IMAVB §2.3, §3, §4.3, §5, App. C, D, G, L).
 
 Protocol: every stimulus has a standard question (answer A–D) and a misleading copy with one premise
 detail swapped (answer E "The visual detail in the question is incorrect"; F for audio); all six options
@@ -21,7 +21,6 @@ import pytest
 
 from faithtests.protocols.imavb.fixtures import PREMISE_BOOTSTRAP, PREMISE_VARIANTS, PremiseData
 from faithtests.protocols.imavb.metrics import (
-    TIE,
     SplitScores,
     answers,
     correct,
@@ -31,9 +30,8 @@ from faithtests.protocols.imavb.metrics import (
     slice_accuracy,
     split_mask,
     split_scores,
-    tie_count,
 )
-from faithtests.protocols.imavb.pgla import BUDGETS_PP, N_FOLDS, PGLAResult, bal_of, side_accuracy
+from faithtests.protocols.imavb.pgla import BUDGETS_PP, N_FOLDS, PGLAResult
 from faithtests.protocols.imavb.probes import (
     cv_accuracy,
     lens_correct,
@@ -45,6 +43,16 @@ from faithtests.protocols.imavb.probes import (
     tfidf_baseline,
 )
 from faithtests.protocols.imavb.records import LETTERS, SHORT, VISION_SPLITS, PremiseRecord
+from faithtests.protocols.imavb.results import (
+    a1_correct,
+    eval_splits,
+    item_correct,
+    pgla_delta,
+    run_scores,
+    shuffled,
+    stimuli,
+    ties,
+)
 from faithtests.protocols.imavb.run import ChoiceRun, EmbedderUnavailable, VariantRun
 from faithtests.scorecard.model import InsufficientData, Series
 from faithtests.scorecard.recording import Faith
@@ -77,10 +85,8 @@ def _record_invalid(faith: Faith, data: PremiseData) -> None:
 
 def _record_ties(faith: Faith, run: ChoiceRun, mask: np.ndarray) -> None:
     """Answers whose top logit is tied (any order): counted wrong in the accuracies, reported here."""
-    n, total = tie_count(run.logits[mask])
-    row_tied = (answers(run.logits) == TIE).any(axis=1) & mask
-    tied = [r.item_id for r, t in zip(run.records, row_tied, strict=True) if t]
-    faith.invalid("tied top logit", n, total=total, examples=tied[:5])
+    t = ties(run, mask)
+    faith.invalid("tied top logit", t.n, total=t.total, examples=t.items[:5])
 
 
 def _record_boot(faith: Faith, ss: SplitScores, what: str) -> None:
@@ -92,17 +98,8 @@ def _record_boot(faith: Faith, ss: SplitScores, what: str) -> None:
         )
 
 
-def _item_correct(run: ChoiceRun) -> np.ndarray:
-    gold = np.array([r.correct_index for r in run.records])
-    return correct(answers(run.logits), gold)  # [N, orders]; ties are wrong
-
-
 def _scores(c: np.ndarray, run: ChoiceRun, rows: np.ndarray | None, seed: int) -> SplitScores:
-    """Split accuracies and Bal of per-item correctness ``c`` [N], on ``rows`` (default: all)."""
-    idx = np.arange(len(run.records)) if rows is None else rows
-    recs = [run.records[int(i)] for i in idx]
-    splits, stim = [r.split for r in recs], [r.stimulus_id for r in recs]
-    return split_scores(c[idx], splits, stim, n_resamples=PREMISE_BOOTSTRAP, seed=seed)
+    return run_scores(c, run, rows, n_resamples=PREMISE_BOOTSTRAP, seed=seed)
 
 
 def _eval_rows(
@@ -127,28 +124,28 @@ def test_premise_accuracy(
 ) -> None:
     run = _run(premise_data, variant, faith_seed)
     _record_invalid(faith, premise_data)
-    c = _item_correct(run)
+    c = item_correct(run)
     splits = [r.split for r in run.records]
     m = split_mask(splits, split)
     assert m.any(), f"no {split} records in {premise_data.dataset}"
     _record_ties(faith, run, m)
     name = SHORT[split]
-    shuffled = c[:, 1:].mean(axis=1)  # per item: mean over the K shuffles
-    ss = _scores(shuffled, run, None, faith_seed)
+    per_item = shuffled(c)  # per item: mean over the K shuffles
+    ss = _scores(per_item, run, None, faith_seed)
     _record_boot(faith, ss, "all rows")
     per_order = per_order_accuracy(c, m)
     faith.metric(name, ss.acc[split], ci=ss.ci[split], n=ss.n[split])
     rows = _eval_rows(faith, premise_data, variant, faith_seed)
     if not isinstance(rows, InsufficientData):
-        ev = _scores(shuffled, run, rows, faith_seed)
+        ev = _scores(per_item, run, rows, faith_seed)
         _record_boot(faith, ev, EVAL_ROWS)
         faith.metric(name, ev.acc[split], ci=ev.ci[split], n=ev.n[split], slice=EVAL_ROWS)
     faith.metric(name, float(per_order[0]), n=int(m.sum()), slice="fixed order")
     faith.metric(f"{name}_shuffle_pm", shuffle_spread(per_order[1:]), n=int(m.sum()), higher_is_better=False)
     recs = [r for r, k in zip(run.records, m, strict=True) if k]
-    for label, acc_n in slice_accuracy(shuffled[m], [r.category for r in recs]).items():
+    for label, acc_n in slice_accuracy(per_item[m], [r.category for r in recs]).items():
         faith.metric(name, acc_n[0], n=acc_n[1], slice=f"type={label}")
-    for label, acc_n in slice_accuracy(shuffled[m], [r.subcategory for r in recs]).items():
+    for label, acc_n in slice_accuracy(per_item[m], [r.subcategory for r in recs]).items():
         faith.metric(name, acc_n[0], n=acc_n[1], slice=f"sub={label}")
     rates = rejection_rates(answers(run.logits[m][:, 1:]))
     faith.metric(
@@ -158,9 +155,9 @@ def test_premise_accuracy(
         slice=name,
         higher_is_better=split.startswith("misleading"),
     )
-    faith.items(f"{name}_correct", {r.item_id: float(v) for r, v in zip(recs, shuffled[m], strict=True)})
-    wrong = [j for j in np.argsort(shuffled[m])[:4] if shuffled[m][j] < 1]
-    faith.exemplars([_exemplar(run, recs[j], f"correct in {shuffled[m][j]:.0%} of shuffles") for j in wrong])
+    faith.items(f"{name}_correct", {r.item_id: float(v) for r, v in zip(recs, per_item[m], strict=True)})
+    wrong = [j for j in np.argsort(per_item[m])[:4] if per_item[m][j] < 1]
+    faith.exemplars([_exemplar(run, recs[j], f"correct in {per_item[m][j]:.0%} of shuffles") for j in wrong])
     if variant == "base":  # the pgla variant is a diagnostic intervention (§5): recorded, gated by nothing
         faith.check(name)
 
@@ -170,23 +167,23 @@ def test_balanced_accuracy(faith: Faith, premise_data: PremiseData, variant: str
     run = _run(premise_data, variant, faith_seed)
     _record_invalid(faith, premise_data)
     _record_ties(faith, run, np.ones(len(run.records), dtype=bool))
-    c = _item_correct(run)
+    c = item_correct(run)
     splits = [r.split for r in run.records]
-    n_stim = len({r.stimulus_id for r in run.records})
-    ss = _scores(c[:, 1:].mean(axis=1), run, None, faith_seed)
+    n_stim = len(stimuli(run))
+    ss = _scores(shuffled(c), run, None, faith_seed)
     _record_boot(faith, ss, "all rows")
     where = "vision only" if ss.vision_only else None
     faith.metric("Bal", ss.bal, ci=ss.bal_ci, n=n_stim, slice=where)
     rows = _eval_rows(faith, premise_data, variant, faith_seed)
     if not isinstance(rows, InsufficientData):
-        ev = _scores(c[:, 1:].mean(axis=1), run, rows, faith_seed)
+        ev = _scores(shuffled(c), run, rows, faith_seed)
         _record_boot(faith, ev, EVAL_ROWS)
-        n_ev = n_stim if rows is None else len({run.records[int(i)].stimulus_id for i in rows})
+        n_ev = n_stim if rows is None else len(stimuli(run, rows))
         faith.metric("Bal", ev.bal, ci=ev.bal_ci, n=n_ev, slice=EVAL_ROWS)
     fixed = _scores(c[:, 0].astype(float), run, None, faith_seed)
     _record_boot(faith, fixed, "fixed order")
     faith.metric("Bal", fixed.bal, ci=fixed.bal_ci, n=n_stim, slice="fixed order")
-    orders = ["fixed", *(f"shuffle {k}" for k in range(c.shape[1] - 1))]
+    orders: list[float | str] = ["fixed", *(f"shuffle {k}" for k in range(c.shape[1] - 1))]
     faith.plot(
         "accuracy per split by option order",
         "bar",
@@ -226,8 +223,7 @@ def test_prompt_variant(faith: Faith, premise_data: PremiseData, prompt: str, fa
     for split in ss.acc:
         faith.metric(SHORT[split], ss.acc[split], ci=ss.ci[split], n=ss.n[split], slice=where)
     faith.metric("Bal", ss.bal, ci=ss.bal_ci, n=len(set(stim)), slice=where)
-    a1 = _item_correct(run)[rows]
-    a1 = a1[:, 0].astype(float) if prompt == "A3" else a1[:, 1:].mean(axis=1)
+    a1 = a1_correct(run, rows, fixed_order=prompt == "A3")
     delta = split_scores(vr.correct - a1, sp, stim, n_resamples=PREMISE_BOOTSTRAP, seed=faith_seed)
     faith.metric("delta_Bal_vs_A1", delta.bal, ci=delta.bal_ci, n=len(set(stim)), slice=where)
     wrong = [j for j in np.argsort(vr.correct)[:4] if vr.correct[j] < 1]
@@ -285,7 +281,7 @@ def test_representation_action_gap(faith: Faith, premise_data: PremiseData, fait
     nested = nested_peak(run.states, y, stim, folds, seed=faith_seed)
     faith.metric("probe_margin", margin_over_text(nested.accuracy, baselines, chance), n=len(y))
     faith.metric("probe_margin", probe_margin(accs, baselines, chance), n=len(y), slice=IN_SAMPLE)
-    layers = list(range(len(accs)))
+    layers: list[float | str] = list(range(len(accs)))
     faith.plot(
         "probe accuracy by layer (misleading vs standard), text-only baselines as lines",
         "line",
@@ -320,7 +316,7 @@ def test_pgla_gain(faith: Faith, premise_data: PremiseData, faith_seed: int) -> 
     and that the adapter path (``Hooks.logit_adjuster``) reproduces Eqs. 5–6 applied offline."""
     res = premise_data.pgla(faith_seed)
     run = premise_data.run
-    sp = [run.records[int(i)].split for i in res.eval_rows]
+    sp = eval_splits(res, run)
     _record_pgla(faith, res, run, sp, faith_seed, None)
     faith.metric("PGLA_probe_acc", res.probe_accuracy, n=len(sp))
     faith.metric("PGLA_tune_test_gap", res.tune_test_gap, n=len(sp), higher_is_better=False)
@@ -349,16 +345,10 @@ def _record_pgla(
     faith: Faith, res: PGLAResult, run: ChoiceRun, sp: list[str], seed: int, where: str | None
 ) -> None:
     """ΔBal (Eq. 1 per split) with its paired CI over stimuli, and the standard-accuracy cost."""
-    stim = [run.records[int(i)].stimulus_id for i in res.eval_rows]
-    delta = split_scores(
-        res.pgla_correct - res.base_correct, sp, stim, n_resamples=PREMISE_BOOTSTRAP, seed=seed
-    )  # Bal is linear in the split means: Bal of the paired differences = ΔBal, its CI paired
-    _record_boot(faith, delta, f"PGLA ΔBal {where or 'shuffled'}")
-    d_bal = float(bal_of(res.pgla_correct, sp) - bal_of(res.base_correct, sp))
-    faith.metric("PGLA_delta_Bal", d_bal, ci=delta.bal_ci, n=len(sp), slice=where)
-    cost = float(side_accuracy(res.base_correct, sp, False) - side_accuracy(res.pgla_correct, sp, False))
-    n_std = sum(not s.startswith("misleading") for s in sp)
-    faith.metric("PGLA_std_cost", cost, n=n_std, higher_is_better=False, slice=where)
+    d = pgla_delta(res, run, n_resamples=PREMISE_BOOTSTRAP, seed=seed)
+    _record_boot(faith, d.scores, f"PGLA ΔBal {where or 'shuffled'}")
+    faith.metric("PGLA_delta_Bal", d.delta_bal, ci=d.scores.bal_ci, n=len(sp), slice=where)
+    faith.metric("PGLA_std_cost", d.std_cost, n=d.n_std, higher_is_better=False, slice=where)
 
 
 def _variant_exemplar(vr: VariantRun, j: int) -> dict[str, object]:

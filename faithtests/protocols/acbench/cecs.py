@@ -14,7 +14,7 @@ image / description tokens (Eq. 11):
 
 Choices where the paper leaves room (each in the function that makes it):
 
-* α is App. D.1's exact solution (Eq. 17), the form SPEC §4 gives. Eq. 9's odds form,
+* α is App. D.1's exact solution (Eq. 17), the form App. D.1 derives. Eq. 9's odds form,
   α = r_eff/(1 − r_eff)·S_T/S_V − 1, is *not* equivalent (it reaches share r_eff only when r_eff = r_now;
   S_V = S_T = ½, r_eff = ¾ gives 1 − β = −1, negative weights), so it is not used.
 * Mass (Eq. 13) is preserved exactly: S_V(1 + α) + S_T(1 − β) = r_eff·S + (1 − r_eff)·S = S. Both factors
@@ -42,12 +42,13 @@ from typing import TYPE_CHECKING, Any, Final, Literal, overload
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from faithtests.models.interfaces import Hooks
 from faithtests.protocols.acbench.metrics import masks_from_spans
 
 if TYPE_CHECKING:
     import torch
 
-    from faithtests.models.interfaces import AttentionModifier, Hooks, TokenSpans
+    from faithtests.models.interfaces import AttentionModifier, TokenSpans
 
 Gate = Literal["hard", "soft"]
 #: §5.2: τ = 0.6, r ∈ [0.5, 0.9], T = 0.1 (grid-searched on a development set for Qwen3-VL-8B).
@@ -184,7 +185,7 @@ def reallocate(
             raise ValueError("reallocate: a key is marked both image and description")
         out = _core(np, w, img, txt, r_target, gw, active, float(np.finfo(np.float64).tiny))
         return np.asarray(out).astype(weights.dtype if weights.dtype.kind == "f" else np.float64)
-    import torch
+    import torch  # lazy: torch (a numpy caller never needs it; the module is torch-free at import)
 
     if not isinstance(weights, torch.Tensor):
         raise TypeError(f"reallocate: weights must be a numpy array or a torch tensor, got {type(weights)}")
@@ -279,7 +280,7 @@ def make_modifier(
     _scores(s)
 
     def modifier(layer: int, weights: torch.Tensor, spans: TokenSpans) -> torch.Tensor:
-        import torch
+        import torch  # lazy: torch (the module is torch-free at import)
 
         if not first <= layer <= last:
             return weights
@@ -327,8 +328,6 @@ def cecs_hooks(
 ) -> Hooks:
     """``Hooks`` running :func:`make_modifier` in every layer of ``window``, tagged with every parameter
     (scores included, to 6 decimals) so the output cache never mixes two settings."""
-    from faithtests.models.interfaces import Hooks
-
     fn = make_modifier(s, window, r_min=r_min, r_max=r_max, tau=tau, temp=temp, gate=gate)
     scores = ",".join(f"{v:.6f}" for v in np.atleast_1d(np.asarray(s, dtype=np.float64)))
     tag = (

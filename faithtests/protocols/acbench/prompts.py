@@ -1,7 +1,7 @@
 """AC-Bench prompts (App. C.3) and the CECS conflict probe (§5.1), as ``Prompt`` values; the answer parser.
 
-The three App. C.3 texts are kept character for character identical to the ones the reference VLM was
-trained on (``faithtests.reference.prompts``, which protocols may not import; a test asserts equality).
+The three App. C.3 texts are defined here once; the reference VLM is trained on these very prompts
+(``.training`` builds its examples with them).
 The emotion-reasoning prompt carries the description in ``Prompt.description`` (its own token span, the
 T_desc of §4.2 and Eq. 22); the adapter writes it into the text's ``{description}`` slot, in triple
 quotes between ``<desc_start>`` and ``<desc_end>`` after "IMAGE + DESCRIPTION:", as App. C.3 lays it out. The
@@ -15,7 +15,7 @@ description *agree* (Yes = consistent, No = conflict), asks for the verdict as t
 invites the reasoning §5.1 describes ("preliminary internal reasoning without being explicitly
 consumed") by naming the two judgements to make before answering.
 
-Answers (SPEC "Common vocabulary"): :func:`parse_label` is strict; anything that is not clearly one of
+Answers: :func:`parse_label` is strict; anything that is not clearly one of
 the eight labels is ``None`` (§4.1's "other"), never mapped to the nearest label.
 """
 
@@ -27,7 +27,7 @@ from typing import Final
 from PIL import Image
 
 from faithtests.models.interfaces import DESCRIPTION_SLOT, Prompt
-from faithtests.protocols.acbench.records import EMOTIONS
+from faithtests.world.emotion import EMOTIONS
 
 _LABELS = "[" + ", ".join(EMOTIONS) + "]"
 EMOTION_TASK: Final = (

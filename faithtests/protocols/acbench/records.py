@@ -15,7 +15,8 @@ from typing import Final, Literal
 
 from PIL import Image
 
-from faithtests.world.mood import DESCRIPTION_SUBSETS, EMOTIONS
+from faithtests.protocols.acbench.stimuli import DESCRIPTION_SUBSETS
+from faithtests.world.emotion import EMOTIONS
 
 __all__ = [
     "CONFLICT_SUBSETS",
@@ -34,7 +35,7 @@ DESCRIBED_SUBSETS: Final[tuple[Subset, ...]] = ("aligned", "S-Adj", "S-Opp", "O-
 CONFLICT_SUBSETS: Final[tuple[Subset, ...]] = DESCRIBED_SUBSETS[1:]
 SUBSETS: Final[tuple[Subset, ...]] = (*DESCRIBED_SUBSETS, "image-only")
 
-#: The reference world's subset names (``faithtests.world.mood.DESCRIPTION_SUBSETS``) → the paper's.
+#: The reference world's subset names (``stimuli.DESCRIPTION_SUBSETS``) → the paper's.
 WORLD_SUBSETS: Final[dict[str, Subset]] = dict(zip(DESCRIPTION_SUBSETS, DESCRIBED_SUBSETS, strict=True))
 
 #: Loads the record's image (an RGB PIL image): a file opened lazily, or a reference-world render.

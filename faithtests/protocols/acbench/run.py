@@ -44,16 +44,19 @@ Choices (each measured or forced by the interfaces):
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
-from faithtests.data.errors import ImageLoadError
 from faithtests.data.invalid import NONFINITE, Counted
+from faithtests.data.load_errors import ImageLoadError
 from faithtests.models.interfaces import Hooks, Prompt, VisionLanguageModel
+from faithtests.protocols.acbench import cecs, steering
 from faithtests.protocols.acbench.cecs import TAU, conflict_score
 from faithtests.protocols.acbench.metrics import length_normalised, lss, masks_from_spans
 from faithtests.protocols.acbench.prompts import (
@@ -258,6 +261,7 @@ def label_token_counts(vlm: VisionLanguageModel, prompts: Sequence[Prompt]) -> N
     """[N, 8]: how many tokens each label has as the assistant's reply to each prompt, counted as
     ``answer_logprob`` sums them (the chat-template rendering of prompt + label, the tokens overlapping
     the label's characters); None when the adapter exposes no processor to count with."""
+    # lazy: torch (models.prompting imports it; this module is torch-free at import)
     from faithtests.models.prompting import adds_special_tokens, render_with_answer
 
     tok = getattr(getattr(vlm, "processor", None), "tokenizer", None)
@@ -398,13 +402,9 @@ def monitored_run(
     the same forwards gave, and an adapter without a store (or an untagged hook) always runs. The key
     also holds the source of the CECS modules (``cecs``, ``steering``): a tag names the parameters, not
     the code, and this check exists to catch a change in the code."""
-    import json
-    from dataclasses import asdict
-    from pathlib import Path
-
+    # lazy: torch (models.prompt_keys and models.store import it; this module is torch-free at import)
     from faithtests.models.prompt_keys import prompt_key
-    from faithtests.models.store import TEXT_CODEC, digest
-    from faithtests.protocols.acbench import cecs, steering
+    from faithtests.models.store import TEXT_CODEC, digest  # lazy: torch
 
     def run() -> MassMonitor:
         monitor = MassMonitor()

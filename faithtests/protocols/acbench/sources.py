@@ -1,6 +1,6 @@
 """AC-Bench records from the reference world, an AC-Bench-style JSONL, and EmoSet annotations (§3, App. C).
 
-* :func:`world_records`: every ``faithtests.world.mood`` item gives its aligned record and one record per
+* :func:`world_records`: every mood item of :mod:`.stimuli` gives its aligned record and one record per
   conflict subset (six per image, App. C.3's six variants; the world's subset names map to the paper's
   through ``records.WORLD_SUBSETS``).
 * :func:`load_acbench`: one JSONL file (or a folder of them), one instance per line. No public AC-Bench
@@ -37,8 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from faithtests.data.invalid import CountsInvalid, jsonl_files
-from faithtests.data.records import ImageRef
+from faithtests.data.loaded import ImageRef
 from faithtests.protocols.acbench.records import EMOTIONS, WORLD_SUBSETS, AcRecord, Subset
+from faithtests.protocols.acbench.stimuli import mood_items
 
 IMAGE_KEYS = ("image", "image_path", "img", "img_path", "path", "file_name", "filename")
 IMAGE_EMOTION_KEYS = ("image_emotion", "emotion", "y_img", "true_emotion")
@@ -75,8 +76,6 @@ class Loaded(CountsInvalid):
 # ------------------------------------------------------------------------------------------ world
 def world_records(n: int, seed: int) -> list[AcRecord]:
     """Six records per reference-world mood item (aligned + five conflicts), item by item."""
-    from faithtests.world.mood import mood_items
-
     out: list[AcRecord] = []
     for item in mood_items(n, seed):
         for d in item.descriptions:
@@ -148,55 +147,73 @@ def _resolve(value: str, base: Path) -> Path:
     return p if p.is_absolute() else base / p
 
 
-def _acbench_record(row: Mapping[str, Any], where: str, base: Path, out: Loaded) -> AcRecord | None:
-    """The record of one JSONL object, or None after counting why it is invalid."""
-    key, subset_value = _get(row, SUBSET_KEYS)
+class _Rejected(Exception):
+    """A row is invalid: ``kind`` is what the loader counts, ``detail`` the example naming the row."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(kind)
+        self.kind, self.detail = kind, detail
+
+
+def _subset(row: Mapping[str, Any], where: str) -> Subset:
+    key, value = _get(row, SUBSET_KEYS)
     if key is None:
-        out.reject("missing field:subset", where)
-        return None
-    subset = normalize_subset(subset_value)
+        raise _Rejected("missing field:subset", where)
+    subset = normalize_subset(value)
     if subset is None:
-        out.reject("unknown subset", f"{where}: {key}={subset_value!r}")
-        return None
+        raise _Rejected("unknown subset", f"{where}: {key}={value!r}")
+    return subset
+
+
+def _image_emotion(row: Mapping[str, Any], where: str) -> tuple[str, str]:
+    """(the image field's text, y_img)."""
     key, image_value = _get(row, IMAGE_KEYS)
     if key is None or not str(image_value).strip():
-        out.reject("missing field:image", where)
-        return None
-    key, y_img_value = _get(row, IMAGE_EMOTION_KEYS)
+        raise _Rejected("missing field:image", where)
+    key, value = _get(row, IMAGE_EMOTION_KEYS)
     if key is None:
-        out.reject("missing field:image_emotion", where)
-        return None
-    y_img = normalize_emotion(y_img_value)
+        raise _Rejected("missing field:image_emotion", where)
+    y_img = normalize_emotion(value)
     if y_img is None:
-        out.reject("unknown emotion label", f"{where}: {key}={y_img_value!r}")
-        return None
+        raise _Rejected("unknown emotion label", f"{where}: {key}={value!r}")
+    return str(image_value).strip(), y_img
+
+
+def _described(row: Mapping[str, Any], where: str, subset: Subset,
+               y_img: str) -> tuple[str | None, str | None]:
+    """(description, y_txt): both None on an image-only row; an aligned row's missing y_txt is y_img."""
     _, desc_value = _get(row, DESCRIPTION_KEYS)
     key, y_txt_value = _get(row, TEXT_EMOTION_KEYS)
-    y_txt: str | None = None
     if subset == "image-only":
         if desc_value is not None and str(desc_value).strip():
-            out.reject("description on image-only", where)
-            return None
-    else:
-        if desc_value is None:
-            out.reject("missing field:description", where)
-            return None
-        if not isinstance(desc_value, str) or not desc_value.strip():
-            out.reject("empty description", where)
-            return None
-        if key is None and subset != "aligned":
-            out.reject("missing field:description_emotion", where)
-            return None
-        y_txt = y_img if key is None else normalize_emotion(y_txt_value)
-        if y_txt is None:
-            out.reject("unknown emotion label", f"{where}: {key}={y_txt_value!r}")
-            return None
-        if (subset == "aligned") != (y_txt == y_img):
-            out.reject("subset/label mismatch", f"{where}: {subset} with y_img={y_img}, y_txt={y_txt}")
-            return None
-    path = _resolve(str(image_value).strip(), base)
-    if not path.is_file():
-        out.reject("missing image", f"{where}: {path}")
+            raise _Rejected("description on image-only", where)
+        return None, None
+    if desc_value is None:
+        raise _Rejected("missing field:description", where)
+    if not isinstance(desc_value, str) or not desc_value.strip():
+        raise _Rejected("empty description", where)
+    if key is None and subset != "aligned":
+        raise _Rejected("missing field:description_emotion", where)
+    y_txt = y_img if key is None else normalize_emotion(y_txt_value)
+    if y_txt is None:
+        raise _Rejected("unknown emotion label", f"{where}: {key}={y_txt_value!r}")
+    if (subset == "aligned") != (y_txt == y_img):
+        raise _Rejected("subset/label mismatch", f"{where}: {subset} with y_img={y_img}, y_txt={y_txt}")
+    return desc_value.strip(), y_txt
+
+
+def _acbench_record(row: Mapping[str, Any], where: str, base: Path, out: Loaded) -> AcRecord | None:
+    """The record of one JSONL object, or None after counting why it is invalid (the first failed check,
+    in the order subset, image, y_img, description, y_txt, image file)."""
+    try:
+        subset = _subset(row, where)
+        image, y_img = _image_emotion(row, where)
+        description, y_txt = _described(row, where, subset, y_img)
+        path = _resolve(image, base)
+        if not path.is_file():
+            raise _Rejected("missing image", f"{where}: {path}")
+    except _Rejected as e:
+        out.reject(e.kind, e.detail)
         return None
     _, item_id = _get(row, ID_KEYS)
     _, stimulus = _get(row, STIMULUS_KEYS)
@@ -206,7 +223,7 @@ def _acbench_record(row: Mapping[str, Any], where: str, base: Path, out: Loaded)
         subset=subset,
         image_emotion=y_img,
         text_emotion=y_txt,
-        description=desc_value.strip() if y_txt is not None else None,
+        description=description,
         image=str(path),
         source="acbench",
         loader=ImageRef(path).load,

@@ -35,6 +35,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from faithtests.protocols.imavb.metrics import answers
+from faithtests.protocols.imavb.probes import Folds, group_folds, layer_curve, peak_layer
 from faithtests.protocols.imavb.records import SPLITS, VISION_SPLITS
 from faithtests.scorecard.model import InsufficientData
 
@@ -103,7 +104,7 @@ class MLPGate:
         self.scaler, self.net = scaler, net
 
     def predict_proba(self, X: Any) -> Any:
-        import torch
+        import torch  # lazy: torch (this module is torch-free at import: the suite imports it at collection)
 
         x = torch.tensor(self.scaler.transform(np.asarray(X, dtype=np.float64)), dtype=torch.float32)
         with torch.no_grad():
@@ -115,8 +116,9 @@ def train_gate_probe(X: ArrayLike, y: ArrayLike, *, seed: int = 0, epochs: int =
     these rows) → MLP(256 ReLU, two-class output), ``torch.manual_seed(seed)`` initialisation,
     cross-entropy, full-batch Adam (lr 1e-3), ``epochs`` = 100 steps, float32. The global torch RNG is
     left as it was (``fork_rng``)."""
+    # lazy: torch and scikit-learn (slow imports; this module is imported by the suite at collection)
     import torch
-    from sklearn.preprocessing import StandardScaler
+    from sklearn.preprocessing import StandardScaler  # lazy: scikit-learn
 
     x = np.asarray(X, dtype=np.float64)
     scaler = StandardScaler().fit(x)
@@ -254,8 +256,6 @@ def pgla_layer(
 ) -> tuple[int, tuple[float, ...]]:
     """l* for PGLA and its per-layer curve: the logistic probe's 4-fold CV accuracy (§4.3, grouped by
     stimulus) on the probe-training stimuli only (:func:`split_stimuli`); ``states`` [L, N, D]."""
-    from faithtests.protocols.imavb.probes import group_folds, layer_curve, peak_layer
-
     check_pgla_data(splits, stimuli, seed=seed)
     s = np.asarray(states)
     tr = np.flatnonzero(split_stimuli(stimuli, seed=seed))
@@ -321,6 +321,79 @@ class PGLAResult:
         return out
 
 
+def _tuning_folds(ev_sp: list[str], ev_stimuli: list[object], seed: int) -> Folds:
+    """App. G's 5-fold split of the evaluation rows by stimulus; every fold's tuning and held-out rows
+    need both vision splits for Bal (Eq. 1), else :class:`InsufficientData`."""
+    folds = group_folds(_split_codes(ev_sp), ev_stimuli, n_splits=N_FOLDS, seed=seed, what="PGLA's tuning")
+    for k, (tu, te) in enumerate(folds, 1):
+        for part, idx in (("tuning", tu), ("held-out", te)):
+            gap = _bal_gap([ev_sp[int(i)] for i in idx])
+            if gap:
+                raise InsufficientData(f"PGLA's {N_FOLDS}-fold tuning needs both vision splits in every fold "
+                                       f"for Bal (Eq. 1), got {gap} in fold {k}'s {part} rows")
+    return folds
+
+
+#: One fold under one budget: (ΔBal held out, standard accuracy, misleading accuracy, identity chosen).
+_BudgetRow = tuple[float, float, float, bool]
+
+
+def _budget_rows(corr: FloatArray, base: FloatArray, tune_bal: FloatArray, tu: NDArray[np.int64],
+                 te: NDArray[np.int64], sp_tu: list[str], sp_te: list[str]) -> dict[float, _BudgetRow]:
+    """Table 11 on one fold: under each standard-accuracy budget, the configuration of highest tuning Bal
+    whose tuning standard-accuracy loss stays within it, scored on the held-out rows."""
+    loss_pp = 100.0 * (side_accuracy(base[tu], sp_tu, False) - side_accuracy(corr[:, tu], sp_tu, False))
+    base_te = float(bal_of(base[te], sp_te))
+    out: dict[float, _BudgetRow] = {}
+    for b in BUDGETS_PP:
+        ok = np.flatnonzero(loss_pp <= b)
+        # the identity (tuned Bal of the base, cost 0) is admissible under every budget
+        ident = ok.size == 0 or float(tune_bal[ok].max()) <= float(bal_of(base[tu], sp_tu))
+        te_c = base[te] if ident else corr[int(ok[np.argmax(tune_bal[ok])]), te]
+        out[b] = (float(bal_of(te_c, sp_te)) - base_te, float(side_accuracy(te_c, sp_te, False)),
+                  float(side_accuracy(te_c, sp_te, True)), ident)
+    return out
+
+
+def _pareto(rows: dict[float, list[_BudgetRow]]) -> dict[float, ParetoRow]:
+    """Per budget, the means over folds (identity folds counted)."""
+    return {b: ParetoRow(float(np.mean([r[0] for r in v])), float(np.mean([r[1] for r in v])),
+                         float(np.mean([r[2] for r in v])), int(sum(r[3] for r in v)))
+            for b, v in rows.items()}
+
+
+@dataclass(frozen=True)
+class _Tuned:
+    """The cross-fitted tuning of App. G on the evaluation rows."""
+
+    fold_of: NDArray[np.int64]
+    configs: tuple[PGLAConfig, ...]
+    after: FloatArray
+    gaps: list[float]
+    pareto: dict[float, ParetoRow]
+
+
+def _tune(corr: FloatArray, base: FloatArray, folds: Folds, ev_sp: list[str]) -> _Tuned:
+    """Per fold: the grid configuration of highest Bal on the tuning rows, applied to the held-out rows;
+    its tune − test Bal gap; and the budgeted choices of Table 11."""
+    fold_of = np.zeros(len(ev_sp), dtype=np.int64)
+    chosen: list[PGLAConfig] = []
+    after = np.zeros(len(ev_sp), dtype=np.float64)
+    gaps: list[float] = []
+    rows: dict[float, list[_BudgetRow]] = {b: [] for b in BUDGETS_PP}
+    for f, (tu, te) in enumerate(folds):
+        fold_of[te] = f
+        sp_tu, sp_te = [ev_sp[int(i)] for i in tu], [ev_sp[int(i)] for i in te]
+        tune_bal = bal_of(corr[:, tu], sp_tu)
+        best = int(np.argmax(tune_bal))
+        chosen.append(GRID[best])
+        after[te] = corr[best, te]
+        gaps.append(float(tune_bal[best] - bal_of(corr[best, te], sp_te)))
+        for b, row in _budget_rows(corr, base, tune_bal, tu, te, sp_tu, sp_te).items():
+            rows[b].append(row)
+    return _Tuned(fold_of, tuple(chosen), after, gaps, _pareto(rows))
+
+
 def pgla_cv(
     states: ArrayLike,
     logits: ArrayLike,
@@ -340,8 +413,6 @@ def pgla_cv(
     ``layer`` is :func:`pgla_layer`'s answer and ``gate`` :func:`pgla_gate`'s at that layer when
     already computed (same states, stimuli and seed): both order protocols share them; only β and the
     tuning differ."""
-    from faithtests.protocols.imavb.probes import group_folds
-
     check_pgla_data(splits, stimuli, seed=seed)
     lg = np.asarray(logits, dtype=np.float64)
     bl = lg if beta_logits is None else np.asarray(beta_logits, dtype=np.float64)
@@ -356,64 +427,21 @@ def pgla_cv(
     beta = pgla_beta(bl[tr][~mis[tr]].reshape(-1, 6))
     p = np.asarray(probe.predict_proba(h[ev])[:, 1], dtype=np.float64)
     ev_sp = [sp[int(i)] for i in ev]
-    folds = group_folds(_split_codes(ev_sp), [stimuli[int(i)] for i in ev], n_splits=N_FOLDS, seed=seed,
-                        what="PGLA's tuning")
-    for k, (tu, te) in enumerate(folds, 1):
-        for part, idx in (("tuning", tu), ("held-out", te)):
-            gap = _bal_gap([ev_sp[int(i)] for i in idx])
-            if gap:
-                raise InsufficientData(f"PGLA's {N_FOLDS}-fold tuning needs both vision splits in every fold "
-                                       f"for Bal (Eq. 1), got {gap} in fold {k}'s {part} rows")
+    folds = _tuning_folds(ev_sp, [stimuli[int(i)] for i in ev], seed)
     corr = grid_correct(lg[ev], p, gd[ev], beta)  # [G, n_eval]
     base = grid_correct(lg[ev], p, gd[ev], 0.0, (IDENTITY,))[0]
-    fold_of = np.zeros(len(ev), dtype=np.int64)
-    chosen: list[PGLAConfig] = []
-    after = np.zeros(len(ev), dtype=np.float64)
-    gaps: list[float] = []
-    rows: dict[float, list[tuple[float, float, float, bool]]] = {b: [] for b in BUDGETS_PP}
-    for f, (tu, te) in enumerate(folds):
-        fold_of[te] = f
-        sp_tu, sp_te = [ev_sp[int(i)] for i in tu], [ev_sp[int(i)] for i in te]
-        tune_bal = bal_of(corr[:, tu], sp_tu)
-        best = int(np.argmax(tune_bal))
-        chosen.append(GRID[best])
-        after[te] = corr[best, te]
-        gaps.append(float(tune_bal[best] - bal_of(corr[best, te], sp_te)))
-        loss_pp = 100.0 * (side_accuracy(base[tu], sp_tu, False) - side_accuracy(corr[:, tu], sp_tu, False))
-        base_te = float(bal_of(base[te], sp_te))
-        for b in BUDGETS_PP:
-            ok = np.flatnonzero(loss_pp <= b)
-            # the identity (tuned Bal of the base, cost 0) is admissible under every budget
-            ident = ok.size == 0 or float(tune_bal[ok].max()) <= float(bal_of(base[tu], sp_tu))
-            te_c = base[te] if ident else corr[int(ok[np.argmax(tune_bal[ok])]), te]
-            rows[b].append(
-                (
-                    float(bal_of(te_c, sp_te)) - base_te,
-                    float(side_accuracy(te_c, sp_te, False)),
-                    float(side_accuracy(te_c, sp_te, True)),
-                    ident,
-                )
-            )
-    pareto = {
-        b: ParetoRow(
-            float(np.mean([r[0] for r in v])),
-            float(np.mean([r[1] for r in v])),
-            float(np.mean([r[2] for r in v])),
-            int(sum(r[3] for r in v)),
-        )
-        for b, v in rows.items()
-    }
+    tuned = _tune(corr, base, folds, ev_sp)
     return PGLAResult(
         layer=l_star,
         layer_accuracy=curve,
         eval_rows=ev.astype(np.int64),
-        fold_of=fold_of,
-        configs=tuple(chosen),
+        fold_of=tuned.fold_of,
+        configs=tuned.configs,
         p_mis=p,
         beta=beta,
         probe_accuracy=float(((p >= 0.5) == mis[ev]).mean()),
         base_correct=base,
-        pgla_correct=after,
-        pareto=pareto,
-        tune_test_gap=float(np.mean(gaps)),
+        pgla_correct=tuned.after,
+        pareto=tuned.pareto,
+        tune_test_gap=float(np.mean(tuned.gaps)),
     )

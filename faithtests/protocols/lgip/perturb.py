@@ -18,7 +18,6 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from faithtests.data.records import LGIPRecord
 from faithtests.protocols.lgip.flips import (
     K_DIFF,
     LGIP_VOCABULARIES,
@@ -38,6 +37,7 @@ from faithtests.protocols.lgip.paraphrase import (
     make_paraphrases,
     tag_paraphrase,
 )
+from faithtests.protocols.lgip.records import LGIPRecord
 from faithtests.protocols.lgip.rewrite_rules import SYNONYM_TABLE
 
 

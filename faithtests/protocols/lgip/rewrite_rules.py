@@ -158,6 +158,42 @@ def _is_locative_tail(tokens: list[str], start: int) -> bool:
     return n > 0 and _np_end(tokens, start + n) == len(tokens)
 
 
+_SUBJECT_STOPS = frozenset({"and", "while", "that", "who", "which"})
+
+
+def _passive_form(low: list[str], v: int) -> str | None:
+    """How token ``v`` is a curated transitive verb: "aux" ("is holding"), "finite" ("holds"),
+    "reduced" (the COCO fragment "holding"), or None."""
+    if v >= 2 and low[v - 1] in ("is", "are") and low[v] in _ING_TO_PP:
+        return "aux"
+    if low[v] in _PASSIVE_VERBS:
+        return "finite"
+    return "reduced" if low[v] in _ING_TO_PP else None
+
+
+def _is_noun_phrase_subject(subject: list[str]) -> bool:
+    """1..5 words with no verb, conjunction, relative or participle after the first: a noun phrase."""
+    return 1 <= len(subject) <= 5 and not any(
+        t.lower() in _BE or t.lower() in _FINITE or t.lower() in _SUBJECT_STOPS or t.endswith("ing")
+        for t in subject[1:]
+    )
+
+
+def _is_plural(obj: list[str]) -> bool:
+    """A plural determiner, or a plural-looking head noun without "a"/"an"."""
+    first, last = obj[0].lower(), obj[-1].lower()
+    return first in _PLURAL_DETERMINERS or (
+        last.endswith("s") and not last.endswith(("ss", "us", "is")) and first not in ("a", "an")
+    )
+
+
+def _passive_verb(form: str, verb: str, plural: bool) -> list[str]:
+    """The passive verb group of ``verb`` (its -s or -ing form) in ``form``: "is being held" ..."""
+    pp = _ING_TO_PP[verb] if verb in _ING_TO_PP else _PASSIVE_VERBS[verb]
+    be = "are" if plural else "is"
+    return {"aux": [be, "being", pp], "finite": [be, pp]}.get(form, ["being", pp])
+
+
 def passive_voice(caption: str) -> str | None:
     """Active -> passive for a curated transitive verb with a determiner-led object (App. A.1(ii) 1).
 
@@ -170,38 +206,18 @@ def passive_voice(caption: str) -> str | None:
         return None
     tokens, period = split
     low = [t.lower() for t in tokens]
-    for v in range(1, min(len(tokens) - 1, 7)):
-        aux = v >= 2 and low[v - 1] in ("is", "are") and low[v] in _ING_TO_PP
-        finite = low[v] in _PASSIVE_VERBS
-        reduced = low[v] in _ING_TO_PP and not aux
-        if not (aux or finite or reduced):
-            continue
-        subj_end = v - 1 if aux else v
-        subject = tokens[:subj_end]
-        if not 1 <= len(subject) <= 5 or any(
-            t.lower() in _BE or t.lower() in _FINITE or t.lower() in ("and", "while", "that", "who", "which")
-            or t.endswith("ing")
-            for t in subject[1:]
-        ):
-            return None
-        obj_end = _np_end(tokens, v + 1)
-        if obj_end is None or not _is_locative_tail(tokens, obj_end):
-            return None
-        obj = tokens[v + 1 : obj_end]
-        plural = obj[0].lower() in _PLURAL_DETERMINERS or (
-            obj[-1].lower().endswith("s") and not obj[-1].lower().endswith(("ss", "us", "is"))
-            and obj[0].lower() not in ("a", "an")
-        )
-        pp = _ING_TO_PP[low[v]] if low[v] in _ING_TO_PP else _PASSIVE_VERBS[low[v]]
-        if aux:
-            verb = ["are" if plural else "is", "being", pp]
-        elif finite:
-            verb = ["are" if plural else "is", pp]
-        else:
-            verb = ["being", pp]
-        subject = [_lower_first(subject[0]), *subject[1:]]
-        return _sentence([*obj, *verb, "by", *subject, *tokens[obj_end:]], period)
-    return None
+    v, form = next(((v, f) for v in range(1, min(len(tokens) - 1, 7))
+                    if (f := _passive_form(low, v)) is not None), (0, None))
+    if form is None:  # the first verb found decides: a bad subject or object is no passive
+        return None
+    subject = tokens[: v - 1 if form == "aux" else v]
+    obj_end = _np_end(tokens, v + 1)
+    if not _is_noun_phrase_subject(subject) or obj_end is None or not _is_locative_tail(tokens, obj_end):
+        return None
+    obj = tokens[v + 1 : obj_end]
+    verb = _passive_verb(form, low[v], _is_plural(obj))
+    subject = [_lower_first(subject[0]), *subject[1:]]
+    return _sentence([*obj, *verb, "by", *subject, *tokens[obj_end:]], period)
 
 
 def _fix_article(before: str, next_word: str) -> str:

@@ -97,7 +97,7 @@ def score_pairs(
         for chunk in _chunks(texts, scorer):
             txt_parts.append(scorer.encode_texts(chunk))
             progress.advance(len(chunk))
-    import torch
+    import torch  # lazy: torch (the plugin imports no torch at load)
 
     img_emb, txt_emb = torch.cat(img_parts), torch.cat(txt_parts)
     rows = [img_row[p.image_id] for p in pairs]

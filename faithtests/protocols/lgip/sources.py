@@ -13,13 +13,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from faithtests.data.errors import MissingImage
+from faithtests.data.coco import load_coco_dir
+from faithtests.data.load_errors import MissingImage
+from faithtests.data.sugarcrepe import load_sugarcrepe
+from faithtests.protocols.lgip.jsonl import load_lgip_jsonl
 from faithtests.protocols.lgip.perturb import (
     PerturbationPair,
     PerturbConfig,
+    pairs_from_lgip_record,
     perturb_captions,
     perturbation_pairs,
 )
+from faithtests.world import FLIP_VOCABULARIES, caption_items
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -57,8 +62,6 @@ def _perturbed_pairs(items: list[tuple[str, list[tuple[str, str]]]], config: Per
 
 def world_workload(n_images: int, seed: int) -> LGIPWorkload:
     """Reference-world scenes with five true captions each, perturbed with the world's vocabularies."""
-    from faithtests.world import FLIP_VOCABULARIES, caption_items
-
     vocab = {WORLD_TYPE_NAMES[k]: v for k, v in FLIP_VOCABULARIES.items()}
     items = caption_items(n_images, seed)
     config = PerturbConfig(vocabularies=vocab)
@@ -71,8 +74,6 @@ def world_workload(n_images: int, seed: int) -> LGIPWorkload:
 
 def coco_workload(root: str | Path, limit: int | None = None) -> LGIPWorkload:
     """COCO captions (e.g. ``../shared/data/coco-mini``) perturbed with LGIP's own vocabularies."""
-    from faithtests.data.coco import load_coco_dir
-
     loaded = load_coco_dir(root)
     records = loaded.records[:limit] if limit else loaded.records
     pairs = _perturbed_pairs(
@@ -85,9 +86,6 @@ def coco_workload(root: str | Path, limit: int | None = None) -> LGIPWorkload:
 def lgip_workload(path: str | Path, limit: int | None = None) -> LGIPWorkload:
     """An LGIP perturbation JSONL (:mod:`.jsonl`): its stored paraphrases, typed flips and combined flips,
     scored as they are (no perturbations are generated); images resolve against the file's folder."""
-    from faithtests.protocols.lgip.jsonl import load_lgip_jsonl
-    from faithtests.protocols.lgip.perturb import pairs_from_lgip_record
-
     loaded = load_lgip_jsonl(path)
     records = loaded.records[:limit] if limit else loaded.records
     pairs = tuple(p for r in records for p in pairs_from_lgip_record(r))
@@ -97,8 +95,6 @@ def lgip_workload(path: str | Path, limit: int | None = None) -> LGIPWorkload:
 
 def sugarcrepe_workload(root: str | Path, image_dir: str | Path, limit: int | None = None) -> LGIPWorkload:
     """SugarCrepe (positive, hard negative) as flips typed by split; PR over them is text accuracy."""
-    from faithtests.data.sugarcrepe import load_sugarcrepe
-
     loaded = load_sugarcrepe(root, image_dir)
     records = loaded.records[:limit] if limit else loaded.records
     pairs = tuple(

@@ -10,7 +10,7 @@ Every S3E array indexes, in this order and only where the axis applies:
 * ``items``: source records, the bootstrap unit (App. M.2).
 * ``orders``: ``ORIG`` = 0 is ``[c+, c]`` (A = c+), ``SWAP`` = 1 is ``[c, c+]`` (B = c+) (Eqs. 1, 9, 10).
 * ``roles``: ``ROLES`` = (pos, pres, lex, stress, rand). Role ``pos`` is the positive-vs-positive
-  prompt ``[c+, c+]`` whose state is the matched reference h_{i,o,+} of Eq. 2 (SPEC §2b). Its two orders
+  prompt ``[c+, c+]`` whose state is the matched reference h_{i,o,+} of Eq. 2 (S3E §3.4). Its two orders
   are the same prompt, so a protocol may run it once and write it into both order slots.
 * ``letters``: option-letter logits ``(A, B)`` at the answer position.
 """

@@ -1,8 +1,8 @@
-"""S3E decision-state stress metrics (Zhao, Han & Hovy 2026; SPEC §2b) — the public entry point.
+"""S3E decision-state stress metrics (Zhao, Han & Hovy 2026, §3, §5) — the public entry point.
 
-The pieces live in ``s3e_layout`` (array layout), ``s3e_behaviour`` (A/B decisions, strict-correct,
-margins), ``s3e_states`` (Eq. 2 scores, Eqs. 3–5 excess, Eq. 7 band, frozen layer selection) and
-``s3e_stats`` (CIs, Eq. 8 d_p, HSR, breakdowns); this module re-exports them and adds
+The pieces live in ``layout`` (array layout), ``behaviour`` (A/B decisions, strict-correct,
+margins), ``states`` (Eq. 2 scores, Eqs. 3–5 excess, Eq. 7 band, frozen layer selection) and
+``effects`` (CIs, Eq. 8 d_p, HSR, breakdowns); this module re-exports them and adds
 ``summarize_s3e``, which turns one model's arrays into every number the suite records.
 
 Typical flow for one model (arrays in ``s3e_layout`` order)::
@@ -32,6 +32,24 @@ from faithtests.protocols.s3e.behaviour import (
     positive_margin,
     stress_behaviour,
     strict_correct,
+)
+from faithtests.protocols.s3e.effects import (
+    N_RESAMPLES,
+    ExcessCurve,
+    ExcessSummary,
+    HSRResult,
+    ItemRate,
+    SliceSummary,
+    breakdown,
+    excess_curve,
+    hidden_stress_rate,
+    hsr_threshold,
+    item_rate,
+    margin_matched_excess,
+    most_excess,
+    paired_effect_size,
+    rate_by_label,
+    summarize_excess,
 )
 from faithtests.protocols.s3e.layout import (
     CONTROLS,
@@ -65,20 +83,6 @@ from faithtests.protocols.s3e.states import (
     top_half_band,
     top_half_layers,
 )
-from faithtests.protocols.s3e.stats import (
-    N_RESAMPLES,
-    ExcessCurve,
-    ExcessSummary,
-    HSRResult,
-    SliceSummary,
-    breakdown,
-    excess_curve,
-    hidden_stress_rate,
-    hsr_threshold,
-    margin_matched_excess,
-    paired_effect_size,
-    summarize_excess,
-)
 
 __all__ = [
     "CONTROLS",
@@ -101,6 +105,7 @@ __all__ = [
     "ExcessCurve",
     "ExcessSummary",
     "HSRResult",
+    "ItemRate",
     "LayerSelection",
     "MarginMatch",
     "Role",
@@ -112,15 +117,18 @@ __all__ = [
     "excess_curve",
     "hidden_stress_rate",
     "hsr_threshold",
+    "item_rate",
     "layer_selection_from_profile",
     "margin_matched_excess",
     "margin_matched_half",
+    "most_excess",
     "order_averaged_scores",
     "paired_effect_size",
     "paired_excess",
     "pc1_gap_profile",
     "positive_chosen",
     "positive_margin",
+    "rate_by_label",
     "s_scores",
     "select_layer",
     "selection_split",

@@ -14,7 +14,7 @@ from typing import Final
 
 import numpy as np
 
-from faithtests.data.records import AROItem, ImageRef, OrderItem, SugarCrepeItem, WinogroundItem
+from faithtests.data.loaded import AROItem, ImageRef, OrderItem, SugarCrepeItem, WinogroundItem
 from faithtests.protocols.s3e.records import StressType
 from faithtests.protocols.s3e.roles import RoleSource
 

@@ -1,14 +1,14 @@
 """S3E decision-state scores: Eq. 2 distances, Eqs. 3–5 paired excess, Eq. 7 band, layer selection.
 
-Arrays follow ``s3e_layout``: states ``[layers, items, orders, roles, D]`` (roles = pos, pres, lex,
+Arrays follow ``layout``: states ``[layers, items, orders, roles, D]`` (roles = pos, pres, lex,
 stress, rand), scores ``S`` ``[layers, items, orders, roles]``. All functions work on any subset of
 items, so a protocol can turn states into ``S`` chunk by chunk and never hold every state at once.
 
-Reference state (Eq. 2). SPEC §2b and S3E §3.4 define h_{i,o,+} as the state of the matched positive
-prompt; we take the positive-vs-positive prompt ``[c+, c+]`` (role ``pos``) — ``reference="pos"``, the
-default. The paper also calls its scores "preserve-anchored" (Table 6 caption, Eq. 7, App. B/F), which
-reads as if the preserve prompt ``[c+, c_pres]`` served as the anchor; ``reference="pres"`` implements
-that reading (then S_pres ≡ 0 and Δpres = S_stress). Cosines are taken on raw states, without
+Reference state (Eq. 2). S3E §3.4 defines h_{i,o,+} as "the matched positive-caption reference state";
+we take the positive-vs-positive prompt ``[c+, c+]`` (role ``pos``) — ``reference="pos"``, the default.
+The paper also calls its scores "preserve-anchored" (Table 6 caption, Eq. 7, App. B/F), which reads as
+if the preserve prompt ``[c+, c_pres]`` served as the anchor; ``reference="pres"`` implements that reading
+(then S_pres ≡ 0 and Δpres = S_stress). Cosines are taken on raw states, without
 centering, whitening or pooling (App. M.2).
 """
 

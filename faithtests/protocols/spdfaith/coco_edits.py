@@ -61,7 +61,7 @@ import numpy as np
 from PIL import Image
 
 from faithtests.data.invalid import CountsInvalid
-from faithtests.data.records import ImageRef
+from faithtests.data.loaded import ImageRef
 from faithtests.protocols.spdfaith import coco_ops as ops
 from faithtests.protocols.spdfaith.coco_instances import CocoImage, CocoObject, coco_layout, load_instances
 from faithtests.protocols.spdfaith.records import EDIT_TYPES, DiffRecord, EditTruth, Subset

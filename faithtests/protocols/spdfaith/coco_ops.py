@@ -52,7 +52,7 @@ V_FLOOR: Final = 90  # a recoloured pixel's value is mapped from 0..255 into V_F
 def cv2_module() -> Any:
     """The ``cv2`` module, or an ImportError that says how to install it."""
     try:
-        import cv2
+        import cv2  # lazy: optional extra (faithtests[spdfaith])
     except ImportError as e:
         raise ImportError('SPD-Faith COCO edit pairs need OpenCV: pip install -e ".[spdfaith]" '
                           "(installs opencv-python-headless)") from e

@@ -21,7 +21,7 @@ run) and checks what it returns. The default, :class:`DeterministicJudge`, reads
    The before-state ("the red circle ...") is not compared. Eq. 15 takes max_j φ per claim, so two
    claims may match one edit; ``matched`` prefers an edit no earlier claim took, for coverage reports.
 
-The world's strict claim grammar (``faithtests.world.edits.claims_text``) is a special case.
+The world's strict claim grammar (``faithtests.protocols.spdfaith.stimuli.claims_text``) is a special case.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """SPD-Faith's questions (§3, App. B.2): the symmetric pair, the count question and the self-consistency
 naming prompt, as :class:`~faithtests.models.interfaces.Prompt` values with both images, original first.
 
-The reference VLMs are trained on exactly these texts (``faithtests.reference.prompts`` re-exports
-them). The paper asks for the count in free text; here it is one of :data:`COUNT_WORDS` read from the
-answer position's logits (no parsing), and the naming prompt is filled with the model's own count.
+The reference VLMs are trained on exactly these prompts (``.training`` builds its examples with them).
+The paper asks for the count in free text; here it is one of :data:`COUNT_WORDS` read from the answer
+position's logits (no parsing), and the naming prompt is filled with the model's own count.
 """
 
 from __future__ import annotations

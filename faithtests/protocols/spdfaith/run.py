@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 from numpy.typing import NDArray
 
-from faithtests.data.errors import ImageLoadError
 from faithtests.data.invalid import NONFINITE, Counted
+from faithtests.data.load_errors import ImageLoadError
 from faithtests.models.interfaces import Contrast, Hooks, Prompt, VisionLanguageModel
 from faithtests.protocols.spdfaith.judge import Judge, Judgement
 from faithtests.protocols.spdfaith.prompts import (

@@ -162,7 +162,7 @@ class SageConfig:
 # ----------------------------------------------------------------------------------------- stage 1
 def key_masks(spans: TokenSpans, width: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(vis, sys) [B, width] bool: image-token keys; real keys before a row's first image token."""
-    import torch
+    import torch  # lazy: torch (this module is torch-free at import)
 
     rows = len(spans.length)
     vis = torch.zeros(rows, width, dtype=torch.bool)
@@ -183,7 +183,7 @@ def modulate(
 ) -> torch.Tensor:
     """Eq. 3 on [B, H, Q, K] weights: vis keys × (1 + α), sys keys × (1 − α), the rest unchanged, with α
     per (row, query) [B, Q]; optionally each row divided by its new sum."""
-    import torch
+    import torch  # lazy: torch (this module is torch-free at import)
 
     shift = vis.to(weights.device, torch.float32) - head.to(weights.device, torch.float32)  # [B, K]
     factor = 1.0 + alpha.to(weights.device, torch.float32)[:, None, :, None] * shift[:, None, None, :]
@@ -195,7 +195,7 @@ def modulate(
 
 def visual_mean(weights: torch.Tensor, vis: torch.Tensor) -> torch.Tensor:
     """μ per (row, query) [B, Q]: attention over visual keys, mean over those keys and over heads."""
-    import torch
+    import torch  # lazy: torch (this module is torch-free at import)
 
     v = vis.to(weights.device, torch.float32)
     total = (weights.float() * v[:, None, None, :]).sum(dim=-1).mean(dim=1)
@@ -205,7 +205,7 @@ def visual_mean(weights: torch.Tensor, vis: torch.Tensor) -> torch.Tensor:
 def adaptive_alpha(mu: torch.Tensor, prev: torch.Tensor, cfg: SageConfig) -> torch.Tensor:
     """Eq. 4: α0 + f(δ), δ = (μ − μ_prev)/μ_prev, f(δ) = clip(κ·max(0, −δ), 0, α_max); δ = 0 where
     μ_prev is missing (NaN) or 0."""
-    import torch
+    import torch  # lazy: torch (this module is torch-free at import)
 
     ok = torch.isfinite(prev) & (prev > _TINY)
     delta = torch.where(ok, (mu - prev) / torch.where(ok, prev, torch.ones_like(prev)), torch.zeros_like(mu))
@@ -227,7 +227,7 @@ class VisualRouting:
         return self._masks[2], self._masks[3]
 
     def __call__(self, layer: int, weights: torch.Tensor, spans: TokenSpans) -> torch.Tensor:
-        import torch
+        import torch  # lazy: torch (this module is torch-free at import)
 
         rows, _, q, k = weights.shape
         vis, head = self._key_masks(spans, k)
@@ -241,7 +241,7 @@ class VisualRouting:
         self, layer: int, weights: torch.Tensor, vis: torch.Tensor, spans: TokenSpans
     ) -> torch.Tensor:
         """α_t per (row, query) for a deep layer; updates the layer's μ state."""
-        import torch
+        import torch  # lazy: torch (this module is torch-free at import)
 
         mu = visual_mean(weights, vis).cpu()
         rows, q = mu.shape
@@ -264,7 +264,7 @@ class VisualRouting:
 def kl_divergence(delta_attn: torch.Tensor, delta_ffn: torch.Tensor) -> torch.Tensor:
     """Eq. 5 / 23 per position [...]: Σ_d p_d·log(p_d/q_d), p = softmax(Δ_attn), q = softmax(Δ_ffn) over
     the last (hidden) dimension, in float32."""
-    import torch
+    import torch  # lazy: torch (this module is torch-free at import)
 
     lp = torch.log_softmax(delta_attn.float(), dim=-1)
     lq = torch.log_softmax(delta_ffn.float(), dim=-1)
@@ -292,7 +292,7 @@ class FlowRectifier:
         self.monitor = monitor
 
     def __call__(self, layer: int, delta_attn: torch.Tensor, delta_ffn: torch.Tensor) -> torch.Tensor:
-        import torch
+        import torch  # lazy: torch (this module is torch-free at import)
 
         fire = kl_divergence(delta_attn, delta_ffn) > self.threshold
         if self.monitor is not None:
@@ -415,6 +415,7 @@ class SageStep:
 def sage_contrast(prompts: Sequence[Prompt], cfg: SageConfig | None = None, grid: Grid | None = None
                   ) -> StepContrast:
     """``Hooks.contrast`` for generation: the step rule on each prompt, η of ``cfg``."""
+    # lazy: torch (the models modules import it; this module is torch-free at import)
     from faithtests.models.step_contrast import StepContrast
 
     cfg = cfg or SageConfig()
@@ -427,8 +428,9 @@ def decision_aux_prompts(
 ) -> list[Prompt]:
     """A decision's auxiliary prompts: the answer step of generation (step 0) read from the main path
     (``hooks`` on), y_t = the top option, the step rule's masked prompts."""
+    # lazy: torch (the models modules import it; this module is torch-free at import)
     from faithtests.models.prompting import option_token_ids
-    from faithtests.models.step_contrast import first_step_aux, generation_host
+    from faithtests.models.step_contrast import first_step_aux, generation_host  # lazy: torch
 
     host = generation_host(vlm, "SAGE stage 3 reads the answer step's hidden states and attention")
     ids = option_token_ids(host.processor.tokenizer, options, str(getattr(host, "answer_prefix", "")))

@@ -1,6 +1,6 @@
 """SPD-Faith records from the reference world, a local SPD-Faith-Bench copy and COCO photos (§3, App. A).
 
-* :func:`world_records`: ``faithtests.world.edits.pair_item(seed, i)`` for i < n, in its subset cycle
+* :func:`world_records`: :func:`.stimuli.pair_item` ``(seed, i)`` for i < n, in its subset cycle
   (single easy / medium / hard, multi, identical). Each edit's ``attribute`` is the new colour or slot,
   ``before`` the colour before, ``box`` the object's pixel box (for a move: before ∪ after).
 * :func:`load_spdfaith_bench`: the public bench as JSONL (a file, or every ``*.jsonl`` of a folder), one
@@ -42,13 +42,14 @@ from typing import Any, Final
 
 from PIL import Image
 
-from faithtests.data.errors import DataError
 from faithtests.data.invalid import CountsInvalid, jsonl_files
-from faithtests.data.records import ImageRef
+from faithtests.data.load_errors import DataError
+from faithtests.data.loaded import ImageRef
 from faithtests.protocols.spdfaith.coco_edits import CocoPairs, build_coco_pairs
 from faithtests.protocols.spdfaith.coco_instances import coco_layout
 from faithtests.protocols.spdfaith.coco_ops import direction
 from faithtests.protocols.spdfaith.records import DIFFICULTIES, DiffRecord, EditTruth, Subset
+from faithtests.protocols.spdfaith.stimuli import pair_item
 
 __all__ = ["BenchData", "Loaded", "coco_records", "load_spdfaith_bench", "world_records"]
 
@@ -81,8 +82,6 @@ BenchData = Loaded
 # ------------------------------------------------------------------------------------------ world
 def world_records(n: int, seed: int) -> list[DiffRecord]:
     """The first ``n`` reference-world pairs of ``seed`` (module doc)."""
-    from faithtests.world.edits import pair_item
-
     out = []
     for i in range(n):
         item = pair_item(seed, i)
@@ -223,19 +222,26 @@ def _split(path: Path, size: tuple[int, int], layout: str | None) -> tuple[Image
     return ImageRef(path, (0, 0, w, h // 2)), ImageRef(path, (0, h - h // 2, w, h))
 
 
-def _bench_record(row: Mapping[str, Any], base: Path, checked: _Checked) -> DiffRecord:
+def _qid(row: Mapping[str, Any]) -> str:
     key, qid = _first(row, ID_KEYS)
     if key is None:
         raise _Reject("missing field:qid")
     if isinstance(qid, bool) or not isinstance(qid, str | int) or not str(qid).strip():
         raise _Reject("bad field:qid", repr(qid))
-    mkey, mods = _first(row, MOD_KEYS)
-    if mkey is None:
+    return str(qid).strip()
+
+
+def _edits(row: Mapping[str, Any]) -> tuple[EditTruth, ...]:
+    key, mods = _first(row, MOD_KEYS)
+    if key is None:
         raise _Reject("missing field:modifications")
     if not isinstance(mods, list):
         raise _Reject("bad field:modifications", f"expected a list, got {type(mods).__name__}")
-    edits = tuple(_edit(m) for m in mods)
-    subset = _subset(row, len(edits))
+    return tuple(_edit(m) for m in mods)
+
+
+def _optional(row: Mapping[str, Any]) -> tuple[str | None, str | None, int | None]:
+    """(difficulty, question, n_objects), each None when absent; a bad value raises _Reject."""
     complexity = _first(row, ("complexity", "difficulty"))[1]
     if complexity is not None and str(complexity).strip().lower() not in DIFFICULTIES:
         raise _Reject("unknown complexity", repr(complexity))
@@ -245,16 +251,24 @@ def _bench_record(row: Mapping[str, Any], base: Path, checked: _Checked) -> Diff
     n_objects = row.get("n_objects")
     if n_objects is not None and (isinstance(n_objects, bool) or not isinstance(n_objects, int)):
         raise _Reject("bad field:n_objects", repr(n_objects))
+    return None if complexity is None else str(complexity).strip().lower(), question, n_objects
+
+
+def _bench_record(row: Mapping[str, Any], base: Path, checked: _Checked) -> DiffRecord:
+    """The pair of one JSONL object; the first failed check (in field order) raises _Reject."""
+    qid = _qid(row)
+    edits = _edits(row)
+    subset = _subset(row, len(edits))
+    difficulty, question, n_objects = _optional(row)
     paths, layout = _images(row, base)
     sizes = [checked.size(p) for p in paths]
     pair = _split(paths[0], sizes[0], layout) if len(paths) == 1 else (ImageRef(paths[0]), ImageRef(paths[1]))
     ref = "|".join(str(p.relative_to(base)) if p.is_relative_to(base) else str(p) for p in paths)
     stimulus = row.get("image_id")
     return DiffRecord(
-        item_id=str(qid).strip(), stimulus_id=str(stimulus) if stimulus is not None else str(paths[0]),
-        subset=subset, difficulty=None if complexity is None else str(complexity).strip().lower(),
-        edits=edits, source="spdfaith", ref=ref, loader=_Pair(*pair), n_objects=n_objects,
-        question=question)
+        item_id=qid, stimulus_id=str(stimulus) if stimulus is not None else str(paths[0]),
+        subset=subset, difficulty=difficulty, edits=edits, source="spdfaith", ref=ref, loader=_Pair(*pair),
+        n_objects=n_objects, question=question)
 
 
 def _bench_files(path: Path) -> list[Path]:

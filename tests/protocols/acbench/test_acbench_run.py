@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from faithtests.data.records import ImageRef
+from faithtests.data.loaded import ImageRef
 from faithtests.models.interfaces import Attentions, Hooks, Prompt, TokenSpans
 from faithtests.protocols.acbench.metrics import aligned_accuracy, answer_shares, by_subset
 from faithtests.protocols.acbench.prompts import YES_NO

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from faithtests.data.errors import ImageLoadError
+from faithtests.data.load_errors import ImageLoadError
 from faithtests.protocols.acbench.records import DESCRIBED_SUBSETS, EMOTIONS, WORLD_SUBSETS, AcRecord
 from faithtests.protocols.acbench.sources import (
     load_acbench,
@@ -19,7 +19,7 @@ from faithtests.protocols.acbench.sources import (
     normalize_subset,
     world_records,
 )
-from faithtests.world.mood import DESCRIPTION_SUBSETS, mood_items
+from faithtests.protocols.acbench.stimuli import DESCRIPTION_SUBSETS, mood_items
 
 
 def test_world_records_six_per_image() -> None:

@@ -12,36 +12,12 @@ import torch
 
 from faithtests.models.interfaces import Decision, Hooks, Prompt
 from faithtests.protocols.imavb.metrics import answers, correct, split_scores
-from faithtests.protocols.imavb.prompts import a1_text, last_valid_letter, prompt_text
+from faithtests.protocols.imavb.prompts import last_valid_letter
 from faithtests.protocols.imavb.run import run_choice, run_variant
 from faithtests.protocols.imavb.sources import world_records
 from faithtests.scorecard.thresholds import load_thresholds
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def test_a1_is_the_text_the_reference_vlm_was_trained_on() -> None:
-    from faithtests.reference.prompts import imavb_text
-
-    opts = [
-        "red",
-        "blue",
-        "green",
-        "yellow",
-        "The visual detail in the question is incorrect",
-        "The audio detail in the question is incorrect",
-    ]
-    assert a1_text("Next to the red circle, what colour is the square?", opts) == imavb_text(
-        "Next to the red circle, what colour is the square?", opts
-    )
-    assert a1_text("q?", opts) == (
-        "Question:\nq?\nOptions:\nA. red\nB. blue\nC. green\nD. yellow\n"
-        "E. The visual detail in the question is incorrect\n"
-        "F. The audio detail in the question is incorrect\n"
-        "Answer with the options letter from the given choices directly."
-    )
-    assert prompt_text("A4", "q?", opts, "standard_vision").startswith("Important: Check closely")
-    assert "Based on what you actually HEAR" in prompt_text("A2", "q?", opts, "misleading_audio")
 
 
 def test_answer_parsers_never_guess() -> None:

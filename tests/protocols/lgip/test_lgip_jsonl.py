@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from faithtests.data import DataError, LGIPFlip
+from faithtests.data import DataError
 from faithtests.protocols.lgip.jsonl import load_lgip_jsonl
+from faithtests.protocols.lgip.records import LGIPFlip
 
 FIXTURE = Path(__file__).parent / "lgip_small.jsonl"
 

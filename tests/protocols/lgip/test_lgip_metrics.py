@@ -173,7 +173,7 @@ def test_flip_summary_bins_within_each_type_by_default() -> None:
 
 
 def test_sugarcrepe_pr_equals_text_accuracy() -> None:
-    """SPEC §2a check: PR over (positive, negative) pairs is SugarCrepe's text accuracy.
+    """Correctness check: PR (LGIP Eq. 5) over (positive, negative) pairs is SugarCrepe's text accuracy.
 
     The accuracy is computed the way ARO/SugarCrepe evaluate: argmax over [negative, positive]
     (first index wins a tie, so a tie is wrong, like the strict > of Eq. 5).

@@ -99,6 +99,13 @@ def test_empty_caption_is_an_error() -> None:
         ("A man holds two bananas.", "Two bananas are held by a man."),
         ("The young man in jeans is throwing a Frisbee.",
          "A Frisbee is being thrown by the young man in jeans."),
+        # plural objects take "are" (a plural head noun after "the"; "glass" is not plural)
+        ("Some kids are eating the pizzas.", "The pizzas are being eaten by some kids."),
+        ("A dog chases the cats in a park.", "The cats are chased by a dog in a park."),
+        ("A man holds the glass.", "The glass is held by a man."),
+        ("A girl riding a bike next to a car.", "A bike being ridden by a girl next to a car."),
+        # a trailing clause is not a locative phrase
+        ("Two dogs chasing a ball while running.", None),
         # a trailing non-locative phrase could change attachment: no passive
         ("A man riding a horse with a dog.", None),
         # no determiner-led object

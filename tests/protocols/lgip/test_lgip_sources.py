@@ -28,7 +28,7 @@ def test_coco_workload_on_coco_mini(shared_data: Path) -> None:
 
 
 def test_sugarcrepe_pr_equals_text_accuracy(shared_data: Path) -> None:
-    """SPEC §2a correctness check: PR (LGIP Eq. 5) over SugarCrepe pairs is SugarCrepe's text accuracy."""
+    """Correctness check: PR (LGIP Eq. 5) over SugarCrepe pairs is SugarCrepe's text accuracy."""
     wl = sugarcrepe_workload(shared_data / "sugarcrepe", shared_data / "coco-mini" / "val2017")
     assert len(wl.pairs) == 211 and len(wl.missing) == 7300  # images absent from COCO-MINI are reported
     rng = np.random.default_rng(0)

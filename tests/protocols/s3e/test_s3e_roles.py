@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from faithtests.data.records import AROItem, ImageRef, OrderItem, WinogroundItem
+from faithtests.data.loaded import AROItem, ImageRef, OrderItem, WinogroundItem
 from faithtests.data.sugarcrepe import load_sugarcrepe_split
 from faithtests.protocols.s3e.records import S3ERecord
 from faithtests.protocols.s3e.roles import (

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from faithtests.data.errors import DataError
+from faithtests.data.load_errors import DataError
 from faithtests.protocols.spdfaith import coco_edits
 from faithtests.protocols.spdfaith import coco_ops as ops
 from faithtests.protocols.spdfaith.coco_edits import CocoPairs, build_coco_pairs, difficulty_of

@@ -18,7 +18,7 @@ from faithtests.protocols.spdfaith.judge import (
 )
 from faithtests.protocols.spdfaith.metrics import category_f1, dqr, drf, type_f1
 from faithtests.protocols.spdfaith.records import SUBSETS, DiffRecord, EditTruth, Subset
-from faithtests.world.edits import claims_text, pair_item, parse_claims
+from faithtests.protocols.spdfaith.stimuli import claims_text, pair_item, parse_claims
 
 COCO = ["person", "car", "bus", "truck", "microwave", "oven", "bowl", "tv", "backpack", "dining table",
         "knife", "bench", "cup", "cell phone", "dog"]

@@ -335,7 +335,7 @@ def ref() -> Any:
 
 def test_identity_configuration_changes_nothing_and_sage_does(ref: Any) -> None:
     from faithtests.protocols.spdfaith.prompts import YES_NO, find_prompt, same_prompt
-    from faithtests.world.edits import pair_item
+    from faithtests.protocols.spdfaith.stimuli import pair_item
 
     pairs = [pair_item(2, i).images() for i in range(4)]
     same = [same_prompt(a, b) for a, b in pairs]

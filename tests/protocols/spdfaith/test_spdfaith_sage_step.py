@@ -133,7 +133,7 @@ class Recorder:
 def test_the_mask_is_recomputed_at_every_step(ref: Any) -> None:
     """Alg. 1 lines 26-30 inside the step loop: one mask per generated token per row, and they change."""
     from faithtests.protocols.spdfaith.prompts import find_prompt
-    from faithtests.world.edits import pair_item
+    from faithtests.protocols.spdfaith.stimuli import pair_item
 
     prompts = [find_prompt(*pair_item(2, i).images(), 1) for i in range(3)]
     prompts = [Prompt(p.images, f"{p.text} ({i})") for i, p in enumerate(prompts)]  # rows told apart
@@ -151,7 +151,7 @@ def test_step_contrast_leaves_the_main_stream_exact(ref: Any) -> None:
     """η = 0: the main stream is plain (SAGE-hooked) greedy decoding; the auxiliary forwards (a copy of
     stage 1's stateful routing) never disturb the main stream's μ_{t−1} state."""
     from faithtests.protocols.spdfaith.prompts import find_prompt
-    from faithtests.world.edits import pair_item
+    from faithtests.protocols.spdfaith.stimuli import pair_item
 
     prompts = [find_prompt(*pair_item(2, i).images(), 1) for i in range(3)]
     sage = sage_hooks(ref.num_layers, SageConfig())
@@ -166,7 +166,7 @@ def test_a_decisions_auxiliary_path_is_the_masked_answer_step(ref: Any) -> None:
     reading puts the mask, and their option logits differ from the main path's."""
     from faithtests.protocols.spdfaith.prompts import YES_NO, same_prompt
     from faithtests.protocols.spdfaith.sage import decision_aux_prompts
-    from faithtests.world.edits import pair_item
+    from faithtests.protocols.spdfaith.stimuli import pair_item
 
     prompts = [same_prompt(*pair_item(2, i).images()) for i in range(3)]
     aux = decision_aux_prompts(ref, prompts, YES_NO, None, SageConfig())

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from faithtests.data.errors import DataError
+from faithtests.data.load_errors import DataError
 from faithtests.protocols.spdfaith.sources import coco_records, load_spdfaith_bench, world_records
 from faithtests.world.scene import COLOURS, POSITIONS
 

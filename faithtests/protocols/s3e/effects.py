@@ -212,3 +212,44 @@ def margin_matched_excess(
     if match.mask.shape != a.shape:
         raise ValueError(f"margin_matched_excess: {a.size} scores but mask of shape {match.mask.shape}")
     return summarize_excess(a[match.mask], n_resamples=n_resamples, level=level, seed=seed)
+
+
+@dataclass(frozen=True)
+class ItemRate:
+    """The share of items where a flag holds, with a percentile bootstrap CI over items."""
+
+    value: float
+    ci: tuple[float, float]
+    n: int
+
+
+def item_rate(flags: ArrayLike) -> ItemRate:
+    """mean(flags) over items and its CI (``faithtests.stats.bootstrap_ci`` defaults): the per-order
+    accuracy and the strict-correct rate of stress trials (S3E §3.2, Table 6)."""
+    f = np.asarray(flags, dtype=np.bool_)
+    if f.ndim != 1 or f.size == 0:
+        raise ValueError(f"item_rate: expected a non-empty 1-d array of item flags, got shape {f.shape}")
+    return ItemRate(float(f.mean()), bootstrap_ci(f.astype(float)), int(f.size))
+
+
+def rate_by_label(flags: ArrayLike, labels: Sequence[str]) -> list[tuple[str, float, int]]:
+    """(label, mean(flags) over its items, item count) per label, sorted by label (e.g. the strict-correct
+    rate per stress type, S3E Table 17's slices); no CI."""
+    f = np.asarray(flags, dtype=np.bool_)
+    if len(labels) != f.size:
+        raise ValueError(f"rate_by_label: {f.size} flags but {len(labels)} labels")
+    out = []
+    for label in sorted(set(labels)):
+        m = np.array([x == label for x in labels])
+        out.append((label, float(f[m].mean()), int(m.sum())))
+    return out
+
+
+def most_excess(x: ArrayLike, items: ArrayLike, k: int = 4) -> list[tuple[int, float]]:
+    """(item, x) of the ``k`` largest item contrasts ``x`` (e.g. Δlex at the frozen layer on the
+    strict-correct items), largest first; ``items[j]`` is the record index of ``x[j]``."""
+    a = np.asarray(x, dtype=np.float64)
+    rows = np.asarray(items, dtype=int)
+    if a.shape != rows.shape:
+        raise ValueError(f"most_excess: {a.size} contrasts but {rows.size} item indices")
+    return [(int(rows[j]), float(a[j])) for j in np.argsort(-a)[:k]]

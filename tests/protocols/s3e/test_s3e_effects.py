@@ -1,4 +1,4 @@
-"""S3E statistics: d_p (Eq. 8), paired bootstrap CIs, HSR (Eqs. 6, 16; App. J), breakdowns, curves."""
+"""S3E effects: d_p (Eq. 8), paired bootstrap CIs, HSR (Eqs. 6, 16; App. J), breakdowns, curves, rates."""
 
 from __future__ import annotations
 
@@ -17,12 +17,15 @@ from faithtests.protocols.s3e.metrics import (
     excess_curve,
     hidden_stress_rate,
     hsr_threshold,
+    item_rate,
     margin_matched_excess,
+    most_excess,
     paired_effect_size,
     paired_excess,
+    rate_by_label,
     summarize_excess,
 )
-from faithtests.stats import paired_bootstrap_ci
+from faithtests.stats import bootstrap_ci, paired_bootstrap_ci
 
 
 def test_paired_effect_size_eq8_hand_values() -> None:
@@ -136,3 +139,30 @@ def test_hsr_rates_are_consistent(x: np.ndarray, extra: int) -> None:
     assert 0.0 <= r.hsr <= r.hsr_correct <= 1.0
     assert r.hsr == pytest.approx(r.hsr_correct * x.size / (x.size + extra))
     assert r.n_high < x.size  # mean + sd is never exceeded by every item
+
+
+def test_item_rate_is_the_share_with_an_item_bootstrap_ci() -> None:
+    """Strict-correct rate (S3E §3.2, Table 6) of [T, F, T, T] = 3/4, CI over the 4 items."""
+    r = item_rate(np.array([True, False, True, True]))
+    assert r.value == 0.75 and r.n == 4
+    assert r.ci == bootstrap_ci([1.0, 0.0, 1.0, 1.0])
+    assert r.ci[0] < 0.75 < r.ci[1]
+    with pytest.raises(ValueError, match="non-empty 1-d"):
+        item_rate(np.zeros(0, dtype=bool))
+
+
+def test_rate_by_label_hand_values() -> None:
+    """a: [T, F] -> 1/2 of 2; b: [T, F, T] -> 2/3 of 3; sorted by label."""
+    flags = [True, False, True, False, True]
+    assert rate_by_label(flags, ["a", "a", "b", "b", "b"]) == [("a", 0.5, 2), ("b", pytest.approx(2 / 3), 3)]
+    assert rate_by_label(flags, ["z", "z", "a", "a", "a"])[0][0] == "a"
+    with pytest.raises(ValueError, match="5 flags but 2 labels"):
+        rate_by_label(flags, ["a", "b"])
+
+
+def test_most_excess_maps_contrasts_back_to_records() -> None:
+    """Δlex of strict-correct records 10..13 = 0.1, 0.5, -0.2, 0.3: the top two are records 11 and 13."""
+    assert most_excess([0.1, 0.5, -0.2, 0.3], [10, 11, 12, 13], k=2) == [(11, 0.5), (13, 0.3)]
+    assert [i for i, _ in most_excess([0.1, 0.5, -0.2, 0.3], [10, 11, 12, 13])] == [11, 13, 10, 12]
+    with pytest.raises(ValueError, match="3 contrasts but 2"):
+        most_excess([0.1, 0.2, 0.3], [1, 2])
