@@ -1,25 +1,34 @@
-"""README.md's Options table documents every option of the ``faithtests`` group of ``pytest --help``.
+"""The generated options reference documents every option of the ``faithtests`` group of ``pytest --help``.
 
 The options come from the real parser (``pytest --help`` in a subprocess started outside the repo, so
-only the installed plugin speaks), not from a list kept here: an option added anywhere in the plugin
-or a protocol's fixtures fails this test until its row, with its ini name and its default, is written.
+only the installed plugin speaks), not from a list kept here; the reference is what the docs site shows
+(:func:`faithtests.plugin.option_docs.options_markdown`, rendered into ``docs/options.md`` by the site's
+hook). An option registered anywhere (the plugin or a protocol's manifest) without its row, its ini key
+or its default fails here; so does a row for an option pytest does not have, and a docs page that lost
+the marker the hook replaces.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+from faithtests.plugin.option_docs import options_markdown
+from faithtests.plugin.option_table import data_names
+
+ROOT = Path(__file__).resolve().parents[1]
+OPTIONS_PAGE = ROOT / "docs" / "options.md"
 NO_INI = "—"
 _GROUP = re.compile(r"^faithtests\b.*:$")
-_FLAG = re.compile(r"^ {2}(?:-\w, )?(--faith-[a-z0-9-]+)")
+_FLAG = re.compile(r"^ {2}(?:-\w, )?(--faith-[a-z0-9-]+)(=\S+|\s\[\S+\])?")
 _INI = re.compile(r"^ {2}(faith_\w+) \(\w+\):", re.MULTILINE)
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
 
@@ -31,31 +40,28 @@ class Row:
     default: str
 
 
-def help_options(help_text: str) -> tuple[list[str], list[str]]:
-    """(the ``--faith-*`` flags of the faithtests group, the ``faith_*`` ini names) of a help text."""
+def help_options(help_text: str) -> tuple[dict[str, bool], list[str]]:
+    """(``--faith-*`` flag -> whether it takes a value, of the faithtests group; the ``faith_*`` ini
+    names) of a help text."""
     lines = help_text.splitlines()
     start = next((i for i, line in enumerate(lines) if _GROUP.match(line)), None)
     if start is None:
         raise ValueError("pytest --help has no faithtests option group (is the plugin installed?)")
-    flags: list[str] = []
+    flags: dict[str, bool] = {}
     for line in lines[start + 1:]:
         if line.strip() and not line[0].isspace():  # the next group's header
             break
         if m := _FLAG.match(line):
-            flags.append(m.group(1))
+            flags[m.group(1)] = m.group(2) is not None
     if not flags:
         raise ValueError("the faithtests option group of pytest --help lists no --faith-* option")
     return flags, _INI.findall(help_text)
 
 
-def options_table(readme: str) -> list[Row]:
-    """The rows of the table under README.md's ``## Options`` heading (up to the next heading)."""
-    parts = re.split(r"^## Options\n", readme, maxsplit=1, flags=re.MULTILINE)
-    if len(parts) < 2:
-        raise ValueError("README.md has no '## Options' section")
-    section = re.split(r"^#{2,3} ", parts[1], maxsplit=1, flags=re.MULTILINE)[0]
+def reference_rows(markdown: str) -> list[Row]:
+    """The rows of every option table (header ``| option | ini | default | ... |``) of the reference."""
     rows = []
-    for line in section.splitlines():
+    for line in markdown.splitlines():
         if not line.startswith("|") or set(line) <= set("|-: "):
             continue
         cells = [c.strip() for c in _CELL_SPLIT.split(line)[1:-1]]
@@ -65,34 +71,36 @@ def options_table(readme: str) -> list[Row]:
     return rows
 
 
-def undocumented(help_text: str, readme: str) -> list[str]:
-    """What the Options table lacks or gets wrong against the help text: one line per problem."""
+def undocumented(help_text: str, markdown: str) -> list[str]:
+    """What the reference lacks or gets wrong against the help text: one line per problem."""
     flags, inis = help_options(help_text)
-    rows = options_table(readme)
+    rows = reference_rows(markdown)
     by_flag = {flag: row for row in rows for flag in re.findall(r"--faith-[a-z0-9-]+", row.option)}
     by_ini = {row.ini: row for row in rows if row.ini != NO_INI}
     problems = []
-    for flag in flags:
+    for flag, takes_value in flags.items():
         ini = flag.removeprefix("--").replace("-", "_")
         expected = ini if ini in inis else NO_INI
         row = by_flag.get(flag)
         if row is None:
-            problems.append(f"{flag}: not in README.md's Options table")
+            problems.append(f"{flag}: not in the options reference")
             continue
         if row.ini != expected:
             problems.append(f"{flag}: the ini column says {row.ini!r}, pytest --help has {expected!r}")
-        if row.default in ("", NO_INI):
-            problems.append(f"{flag}: no default in README.md's Options table")
+        if not row.default:
+            problems.append(f"{flag}: no default in the options reference")
+        elif not takes_value and row.default != "off":
+            problems.append(f"{flag}: a flag without a value, but its default is {row.default!r}, not 'off'")
     flag_inis = {f.removeprefix("--").replace("-", "_") for f in flags}
     for ini in inis:
         if ini in flag_inis:
             continue
         row = by_ini.get(ini)
         if row is None:
-            problems.append(f"ini {ini}: not in README.md's Options table")
-        elif row.default in ("", NO_INI):
-            problems.append(f"ini {ini}: no default in README.md's Options table")
-    problems += [f"{flag}: in README.md's Options table but not in pytest --help"
+            problems.append(f"ini {ini}: not in the options reference")
+        elif not row.default:
+            problems.append(f"ini {ini}: no default in the options reference")
+    problems += [f"{flag}: in the options reference but not in pytest --help"
                  for flag in sorted(set(by_flag) - set(flags))]
     return problems
 
@@ -107,12 +115,41 @@ def pytest_help(cwd: Path) -> str:
     return out.stdout
 
 
-def test_every_faith_option_is_documented_with_its_ini_and_default(tmp_path: Path) -> None:
+def docs_hooks() -> ModuleType:
+    """``docs/hooks.py``, the site's MkDocs hooks (a file, not a package module)."""
+    spec = importlib.util.spec_from_file_location("faithtests_docs_hooks", ROOT / "docs" / "hooks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_faith_option_is_in_the_reference_with_its_ini_and_default(tmp_path: Path) -> None:
     help_text = pytest_help(tmp_path)
     flags, inis = help_options(help_text)
     assert {"--faith-model", "--faith-data", "--faith-allow-missing", "--faith-sage"} <= set(flags)
     assert {"faith_max_exemplars", "faith_default_thresholds"} <= set(inis)
-    assert undocumented(help_text, README.read_text(encoding="utf-8")) == []
+    assert undocumented(help_text, options_markdown()) == []
+
+
+def test_the_options_page_is_rendered_from_the_declared_options() -> None:
+    hooks = docs_hooks()
+    page = OPTIONS_PAGE.read_text(encoding="utf-8")
+    assert page.count(hooks.OPTIONS_MARKER) == 1, "docs/options.md lost the marker the hook replaces"
+    rendered = hooks.render_markers(page)
+    assert hooks.OPTIONS_MARKER not in rendered
+    assert options_markdown() in rendered
+    assert any("--faith-report" in row.option for row in reference_rows(rendered))
+
+
+def test_the_data_sets_page_lists_every_data_name_from_the_manifests() -> None:
+    """The ``--faith-data`` table is generated from the same table the plugin checks paths against."""
+    hooks = docs_hooks()
+    page = (ROOT / "docs" / "data-sets.md").read_text(encoding="utf-8")
+    assert page.count(hooks.DATA_MARKER) == 1, "docs/data-sets.md lost the marker the hook replaces"
+    rendered = hooks.render_markers(page)
+    names = set(re.findall(r"^\| `(\w+)` \|", rendered, re.MULTILINE))
+    assert names == set(data_names()) and {"coco", "sugarcrepe", "imavb", "spdfaith"} <= names
 
 
 FAKE_HELP = """\
@@ -126,6 +163,9 @@ faithtests: behavioural suites for vision-language models:
                         --faith-report in its help (ini: faith_shiny)
   --faith-device=DEVICE
                         device for the models
+  --faith-ray=[ADDRESS]
+                        a pool of Ray actors
+  --faith-quiet         a flag (ini: faith_quiet)
 
 distributed and subprocess testing:
   -n numprocesses, --numprocesses=numprocesses
@@ -134,31 +174,33 @@ distributed and subprocess testing:
   faith_report (string):
                         scorecard directory
   faith_shiny (string): a new option
+  faith_quiet (bool):   a flag
   faith_max_exemplars (string):
                         failure exemplars kept per test
 """
 
-FAKE_README = """\
-## Options
+FAKE_REFERENCE = """\
+### Report
 
-| option | ini | default | meaning |
+| option | ini | default | help |
 |---|---|---|---|
-| `--faith-report DIR` | `faith_report` | `faith-report/` | where the scorecard goes |
-| `--faith-device DEV` | `faith_device` | `auto` | `cpu`, `cuda`; `auto\\|cuda` |
-| `--faith-gone N` | — | `3` | an option that was removed |
+| `--faith-report` `DIR` | `faith_report` | `faith-report` | where the scorecard goes |
+| `--faith-device` `DEVICE` | `faith_device` | `auto` | `cpu`, `cuda`; `auto\\|cuda` |
+| `--faith-ray` `ADDRESS` | `faith_ray` | — | Ray |
+| `--faith-quiet` | `faith_quiet` | `1` | a flag |
+| `--faith-gone` `N` | — | `3` | an option that was removed |
 | — | `faith_max_exemplars` |  | exemplars |
-
-### Threads
-| `--faith-shiny X` | `faith_shiny` | `1` | outside the Options table: does not count |
 """
 
 
 def test_an_undocumented_option_fails_the_check() -> None:
-    assert undocumented(FAKE_HELP, FAKE_README) == [
-        "--faith-shiny: not in README.md's Options table",
+    assert undocumented(FAKE_HELP, FAKE_REFERENCE) == [
+        "--faith-shiny: not in the options reference",
         "--faith-device: the ini column says 'faith_device', pytest --help has '—'",
-        "ini faith_max_exemplars: no default in README.md's Options table",
-        "--faith-gone: in README.md's Options table but not in pytest --help",
+        "--faith-ray: the ini column says 'faith_ray', pytest --help has '—'",
+        "--faith-quiet: a flag without a value, but its default is '`1`', not 'off'",
+        "ini faith_max_exemplars: no default in the options reference",
+        "--faith-gone: in the options reference but not in pytest --help",
     ]
 
 
