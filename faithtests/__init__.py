@@ -17,7 +17,7 @@ def load_model(spec: str, device: str | None = None, dtype: str | None = None, *
     ImageTextScorer | VisionLanguageModel
 ):
     """Load a model from a spec string (``reference:clip``, ``open_clip:...``, ``hf:...``)."""
-    from faithtests.models.registry import load_model as _load
+    from faithtests.models.registry import load_model as _load  # lazy: importing faithtests stays cheap
 
     return _load(spec, device=device, dtype=dtype, **kwargs)
 
