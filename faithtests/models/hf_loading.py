@@ -9,7 +9,9 @@ from typing import Any
 import torch
 
 from faithtests.models.hooks import register_attention
+from faithtests.models.image_memo import memoise_images
 from faithtests.models.lens import lens_support
+from faithtests.models.omni_loading import load_generative
 from faithtests.models.prefix import ForwardRunner
 from faithtests.models.prompting import image_token_id
 
@@ -28,15 +30,15 @@ class LoadedVLM:
 
 def load_vlm(path: str, dtype: torch.dtype, device: torch.device, local_files_only: bool,
              device_map: str | None) -> LoadedVLM:
-    from transformers import AutoModelForImageTextToText, AutoProcessor  # lazy: not on a warm (deferred) run
+    from transformers import AutoProcessor  # lazy: not on a warm (deferred) run
 
     auto_processor: Any = AutoProcessor  # transformers' loaders are untyped
-    processor = auto_processor.from_pretrained(path, local_files_only=local_files_only)
+    # each distinct image preprocessed once (faithtests.models.image_memo: bit-identical rows)
+    processor = memoise_images(auto_processor.from_pretrained(path, local_files_only=local_files_only))
     # device_map (``--faith-device-map``): accelerate places the layers; inputs go to the first device
     placement = {"device_map": device_map} if device_map else {}
-    model: Any = AutoModelForImageTextToText.from_pretrained(
-        path, dtype=dtype, local_files_only=local_files_only, **placement
-    )
+    # (a released omni checkpoint loads its thinker: faithtests.models.omni_loading)
+    model: Any = load_generative(path, dtype=dtype, local_files_only=local_files_only, placement=placement)
     # Text model only: the vision tower keeps its implementation (no hooks there).
     model.set_attn_implementation({"text_config": register_attention()})
     model = (model if device_map else model.to(device)).eval()

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
     import torch
     from PIL import Image
 
@@ -30,6 +32,36 @@ FfnModifier = Callable[[int, "torch.Tensor", "torch.Tensor"], "torch.Tensor"]
 DESCRIPTION_SLOT = "{description}"
 
 
+@dataclass(frozen=True, eq=False)
+class Audio:
+    """A mono waveform: float32 ``samples`` (1-D numpy array, nominally in [-1, 1]) at ``sampling_rate``
+    Hz. Adapters pass it to the family's own feature extractor, which must expect this rate (the data
+    layer resamples; models never do)."""
+
+    samples: npt.NDArray[np.float32]
+    sampling_rate: int
+
+    def __post_init__(self) -> None:
+        import numpy as np  # local: interfaces stays import-light for the torch-free plugin
+
+        if not isinstance(self.samples, np.ndarray) or self.samples.ndim != 1 or self.samples.size == 0:
+            raise ValueError("Audio.samples must be a non-empty 1-D numpy array (mono)")
+        if self.samples.dtype != np.float32:
+            raise ValueError(f"Audio.samples must be float32, got {self.samples.dtype}")
+        if not np.isfinite(self.samples).all():
+            raise ValueError("Audio.samples holds NaN or infinite values")
+        if int(self.sampling_rate) <= 0:
+            raise ValueError(f"Audio.sampling_rate must be positive, got {self.sampling_rate}")
+
+    def digest(self) -> str:
+        """Content digest (rate and sample bytes): equal waveforms give equal digests."""
+        import hashlib  # local: only prompts that carry audio are hashed this way
+
+        h = hashlib.sha256(f"{int(self.sampling_rate)}|{self.samples.size}|".encode())
+        h.update(self.samples.tobytes())
+        return h.hexdigest()
+
+
 @dataclass(frozen=True)
 class Prompt:
     """One multimodal prompt: images, a user text, and optionally a description placed in it.
@@ -39,11 +71,21 @@ class Prompt:
     ``text`` has one (AC-Bench App. C.3 puts it between "IMAGE + DESCRIPTION:" and "Question:"), else
     it is shown before ``text``. ``images`` may hold two images (difference suite). Adapters render it
     through the model's own chat template, which decides where the images go.
+
+    ``video`` and ``audio`` are for omni models (audio + vision): an adapter without an audio input
+    refuses a prompt that carries them (never ignores them). Both default to empty, so image prompts,
+    their rendering and their cache keys are what they were before audio existed.
     """
 
     images: tuple[Image.Image, ...]
     text: str
     description: str | None = None
+    #: Frames of one video clip (omni models), in time order; () for none.
+    video: tuple[Image.Image, ...] = ()
+    #: One waveform (omni models); with ``video`` it is the clip's own soundtrack.
+    audio: Audio | None = None
+    #: Frames per second of ``video`` as sampled (how the model aligns frames with the audio in time).
+    video_fps: float | None = None
 
 
 @dataclass(frozen=True)
@@ -62,12 +104,22 @@ class TokenSpans:
     length: list[int]
     image_runs: list[list[tuple[int, int]]] = field(default_factory=list)
     offset: list[int] = field(default_factory=list)
+    #: Omni models: runs of audio tokens per row ([] for a row without audio; the whole list is empty
+    #: for models without audio input).
+    audio_runs: list[list[tuple[int, int]]] = field(default_factory=list)
+
+    def audio_span(self, row: int) -> tuple[int, int]:
+        """[first, last + 1) of ``row``'s audio tokens, (0, 0) without audio."""
+        runs = self.audio_runs[row] if self.audio_runs else []
+        return (runs[0][0], runs[-1][1]) if runs else (0, 0)
 
     def other_mask(self, row: int, width: int) -> list[bool]:
-        """True at the real positions of ``row`` that are neither image tokens nor description tokens."""
+        """True at the real positions of ``row`` that are neither image (or video), audio nor description
+        tokens."""
         start = self.offset[row] if self.offset else 0
         keep = [start <= i < start + self.length[row] for i in range(width)]
-        for a, b in self.image_runs[row] if self.image_runs else [self.image[row]]:
+        audio = self.audio_runs[row] if self.audio_runs else []
+        for a, b in [*(self.image_runs[row] if self.image_runs else [self.image[row]]), *audio]:
             for i in range(a, min(b, width)):
                 keep[i] = False
         a, b = self.description[row]

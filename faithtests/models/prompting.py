@@ -19,6 +19,7 @@ Span finding:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,13 +63,45 @@ def user_text(prompt: Prompt) -> str:
     return layout(prompt)[0]
 
 
-def messages(prompt: Prompt, answer: str | None = None) -> list[dict[str, Any]]:
+def messages(prompt: Prompt, answer: str | None = None, audio_in_video: bool = False) -> list[dict[str, Any]]:
+    """One user turn: image items, a video item (if any), an audio item (if any: unless
+    ``audio_in_video`` and the prompt has a video, whose item then carries its soundtrack), the text."""
     content: list[dict[str, Any]] = [{"type": "image"} for _ in prompt.images]
+    if prompt.video:
+        content.append({"type": "video"})
+    if prompt.audio is not None and not (audio_in_video and prompt.video):
+        content.append({"type": "audio"})
     content.append({"type": "text", "text": user_text(prompt)})
     msgs: list[dict[str, Any]] = [{"role": "user", "content": content}]
     if answer is not None:
         msgs.append({"role": "assistant", "content": [{"type": "text", "text": answer}]})
     return msgs
+
+
+#: Rendered chat texts per processor: a run renders one prompt many times (each option order, each
+#: answer scored, each hooked variant), and the template was ~2% of a run. Keyed by everything
+#: :func:`messages` reads and the template itself; cleared past :data:`RENDER_MEMO_SIZE` entries.
+_RENDERED: weakref.WeakKeyDictionary[Any, dict[tuple[object, ...], object]] = weakref.WeakKeyDictionary()
+RENDER_MEMO_SIZE = 50_000
+
+
+def chat_text(processor: Any, prompt: Prompt, answer: str | None) -> object:
+    """``apply_chat_template`` of ``prompt`` (with the generation prompt when ``answer`` is None, else
+    followed by the assistant's ``answer``), memoised per processor."""
+    key: tuple[object, ...] = (len(prompt.images), user_text(prompt), answer,
+                               getattr(processor, "chat_template", None))
+    if prompt.video or prompt.audio is not None:  # (image prompts keep their key)
+        key += (bool(prompt.video), prompt.audio is not None)
+    try:
+        memo = _RENDERED.setdefault(processor, {})
+    except TypeError:  # a processor that cannot be weakly referenced: rendered every time
+        memo = {}
+    if key not in memo:
+        if len(memo) >= RENDER_MEMO_SIZE:
+            memo.clear()
+        memo[key] = processor.apply_chat_template(messages(prompt, answer, interleaves_audio(processor)),
+                                                  add_generation_prompt=answer is None, tokenize=False)
+    return memo[key]
 
 
 def render(processor: Any, prompt: Prompt) -> str:
@@ -78,7 +111,7 @@ def render(processor: Any, prompt: Prompt) -> str:
             f"{type(processor).__name__} has no chat template; save one with the processor "
             "(chat_template.jinja) so prompts are laid out as the model was trained"
         )
-    text = processor.apply_chat_template(messages(prompt), add_generation_prompt=True, tokenize=False)
+    text = chat_text(processor, prompt, None)
     if not isinstance(text, str):
         raise PromptRenderError(f"chat template returned {type(text).__name__}, expected str")
     return text
@@ -88,6 +121,21 @@ def adds_special_tokens(tokenizer: Any, rendered: str) -> bool:
     """Mirror ``ProcessorMixin.apply_chat_template``: no second BOS when the template already wrote one."""
     bos = getattr(tokenizer, "bos_token", None)
     return not (bos is not None and rendered.startswith(bos))
+
+
+def interleaves_audio(processor: Any) -> bool:
+    """Whether the processor interleaves a video's soundtrack with its frames (Qwen-Omni's
+    ``use_audio_in_video``): then a prompt's audio rides in its video item."""
+    return callable(getattr(processor, "replace_video_with_audio_token", None))
+
+
+def media_token_ids(config: Any) -> tuple[int | None, int | None]:
+    """The config's video and audio token ids (None where the family has none)."""
+    found: list[int | None] = []
+    for names in (("video_token_id", "video_token_index"), ("audio_token_id", "audio_token_index")):
+        value = next((getattr(config, n) for n in names if isinstance(getattr(config, n, None), int)), None)
+        found.append(value)
+    return found[0], found[1]
 
 
 def image_token_id(config: Any) -> int:
@@ -183,9 +231,7 @@ def render_with_answer(processor: Any, prompt: Prompt, answer: str) -> tuple[str
     if not answer.strip():
         raise PromptRenderError("empty answer/caption")
     head = render(processor, prompt)
-    full = processor.apply_chat_template(
-        messages(prompt, answer), add_generation_prompt=False, tokenize=False
-    )
+    full = chat_text(processor, prompt, answer)
     if not isinstance(full, str) or not full.startswith(head):
         raise PromptRenderError(
             "the chat template renders the assistant turn differently from its generation prompt; "
@@ -233,20 +279,76 @@ def _processor_kwargs(
     }
     if True in has_images:
         kwargs["images"] = [[im.convert("RGB") for im in p.images] for p in prompts]
+    if any(p.video or p.audio is not None for p in prompts):
+        kwargs.update(_media_kwargs(processor, prompts))
+    return kwargs
+
+
+def _media_kwargs(processor: Any, prompts: Sequence[Prompt]) -> dict[str, Any]:
+    """Video frames and waveforms for the processor (flat, in row order), refused by one without that
+    input; with an interleaving processor (:func:`interleaves_audio`) a video's audio rides in it."""
+    with_video = [p for p in prompts if p.video]
+    with_audio = [p for p in prompts if p.audio is not None]
+    kwargs = {**_video_kwargs(processor, with_video), **_audio_kwargs(processor, with_audio)}
+    if with_video and with_audio and interleaves_audio(processor):
+        if any(p.audio is None for p in with_video):
+            raise PromptRenderError("a batch mixes videos with and without a soundtrack; the processor "
+                                    "interleaves the soundtracks of all its videos or of none")
+        kwargs["load_audio_from_video"] = True
+        # each audio slot, in row order: the index of its prompt's video, or None for standalone audio
+        video_of = {id(p): i for i, p in enumerate(with_video)}
+        kwargs["audio_from_video_indices"] = [video_of.get(id(p)) for p in with_audio]
+    return kwargs
+
+
+def _video_kwargs(processor: Any, with_video: Sequence[Prompt]) -> dict[str, Any]:
+    import numpy as np  # local: only omni prompts need it
+
+    kwargs: dict[str, Any] = {}
+    if with_video:
+        if getattr(processor, "video_processor", None) is None:
+            raise PromptRenderError(f"{type(processor).__name__} takes no video; the prompt carries frames")
+        kwargs["videos"] = [np.stack([np.asarray(f.convert("RGB")) for f in p.video]) for p in with_video]
+        fps_set = {p.video_fps for p in with_video}
+        if len(fps_set) > 1:
+            raise PromptRenderError(f"a batch mixes video frame rates {sorted(str(r) for r in fps_set)}")
+        if (fps := fps_set.pop()) is not None:
+            kwargs["fps"] = float(fps)
+    return kwargs
+
+
+def _audio_kwargs(processor: Any, with_audio: Sequence[Prompt]) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    if with_audio:
+        extractor = getattr(processor, "feature_extractor", None)
+        if extractor is None:
+            raise PromptRenderError(f"{type(processor).__name__} takes no audio; the prompt carries audio")
+        rates = {int(p.audio.sampling_rate) for p in with_audio if p.audio is not None}
+        if rates != {int(extractor.sampling_rate)}:
+            raise PromptRenderError(f"audio at {sorted(rates)} Hz; this model's feature extractor expects "
+                                    f"{extractor.sampling_rate} Hz (resample when loading the data)")
+        kwargs["audio"] = [p.audio.samples for p in with_audio if p.audio is not None]
     return kwargs
 
 
 def _row_spans(
     processor: Any, img_id: int, row: int, prompt: Prompt, text: str, real: list[int], offset: int,
-    add_special: bool,
-) -> tuple[tuple[int, int], list[tuple[int, int]], tuple[int, int]]:
-    """One row's image span, image runs and description span, as positions in the padded batch."""
-    positions = [offset + i for i, t in enumerate(real) if t == img_id]
-    if prompt.images and not positions:
-        raise PromptRenderError(f"row {row}: the processor wrote no image tokens (id {img_id})")
+    add_special: bool, media: tuple[int | None, int | None] = (None, None),
+) -> tuple[tuple[int, int], list[tuple[int, int]], tuple[int, int], list[tuple[int, int]]]:
+    """One row's image span, image runs, description span and audio runs, as positions in the padded
+    batch. A video's frame tokens count as image tokens; ``media`` is (video id, audio id)."""
+    visual = {img_id} | ({media[0]} if prompt.video and media[0] is not None else set())
+    positions = [offset + i for i, t in enumerate(real) if t in visual]
+    if (prompt.images or prompt.video) and not positions:
+        raise PromptRenderError(f"row {row}: the processor wrote no image tokens (ids {sorted(visual)})")
+    audio: list[int] = []
+    if prompt.audio is not None:
+        audio = [offset + i for i, t in enumerate(real) if t == media[1]]
+        if not audio:
+            raise PromptRenderError(f"row {row}: the processor wrote no audio tokens (id {media[1]})")
     image = (positions[0], positions[-1] + 1) if positions else (0, 0)
     s, e = description_span(processor.tokenizer, text, prompt, real, add_special)
-    return image, _runs(positions), ((s + offset, e + offset) if e > s else (0, 0))
+    return image, _runs(positions), ((s + offset, e + offset) if e > s else (0, 0)), _runs(audio)
 
 
 def encode_batch(
@@ -262,18 +364,23 @@ def encode_batch(
     kwargs = _processor_kwargs(processor, prompts, padding_side, texts)
     out = processor(**kwargs)
     inputs = {k: v for k, v in out.items() if isinstance(v, torch.Tensor)}
+    if kwargs.get("load_audio_from_video"):  # the model must lay positions out as the processor did
+        inputs["use_audio_in_video"] = torch.tensor(True)
     mask = inputs["attention_mask"]
     lengths = [int(x) for x in mask.sum(dim=1).tolist()]
     width = mask.shape[1]
     offsets = [width - n if padding_side == "left" else 0 for n in lengths]
     img_id = image_token_id(config)
-    image, runs, desc = [], [], []
+    media = media_token_ids(config) if "videos" in kwargs or "audio" in kwargs else (None, None)
+    image, runs, desc, audio = [], [], [], []
     for row, prompt in enumerate(prompts):
         real = inputs["input_ids"][row, offsets[row] : offsets[row] + lengths[row]].tolist()
-        img, run, d = _row_spans(processor, img_id, row, prompt, kwargs["text"][row], real, offsets[row],
-                                 kwargs["add_special_tokens"])
+        img, run, d, a = _row_spans(processor, img_id, row, prompt, kwargs["text"][row], real, offsets[row],
+                                    kwargs["add_special_tokens"], media)
         image.append(img)
         runs.append(run)
         desc.append(d)
-    spans = TokenSpans(image=image, description=desc, length=lengths, image_runs=runs, offset=offsets)
+        audio.append(a)
+    spans = TokenSpans(image=image, description=desc, length=lengths, image_runs=runs, offset=offsets,
+                       audio_runs=audio if "audio" in kwargs else [])
     return EncodedBatch(inputs=inputs, lengths=lengths, offsets=offsets, spans=spans)

@@ -75,17 +75,19 @@ def _read_config(path_or_repo: str, local_only: bool) -> dict[str, Any]:
 def _load_hf(spec: str, target: str, device: torch.device, dtype: torch.dtype, allow_download: bool,
              batch_size: int, options: dict[str, Any]) -> ImageTextScorer | VisionLanguageModel:
     from faithtests.models.hf_dual import DUAL_MODEL_TYPES, HFDualEncoder  # lazy: torch-free until a load
+    from faithtests.models.hf_omni import OMNI_MODEL_TYPES, HFOmniModel  # lazy: torch-free until a load
     from faithtests.models.hf_vlm import HFVisionLanguageModel
 
     where, local_only = hf_location(spec, target, allow_download)
     config = _read_config(where, local_only)
     model_type = str(config.get("model_type", ""))
+    # omni families (audio + vision) take the omni adapter; every other generative VLM the plain one
+    vlm_class = HFOmniModel if model_type in OMNI_MODEL_TYPES else HFVisionLanguageModel
     store = options.pop("defer_to", None)
     if store is not None and model_type not in DUAL_MODEL_TYPES:
         # outputs of this checkpoint are cached: nothing is imported or loaded before a miss needs it
-        deferred = HFVisionLanguageModel.from_store(spec, where, store=store, device=device, dtype=dtype,
-                                                    batch_size=batch_size, local_files_only=local_only,
-                                                    **options)
+        deferred = vlm_class.from_store(spec, where, store=store, device=device, dtype=dtype,
+                                        batch_size=batch_size, local_files_only=local_only, **options)
         if deferred is not None:
             return deferred
     # lazy: after the deferred (warm) return above, which imports no transformers
@@ -95,9 +97,9 @@ def _load_hf(spec: str, target: str, device: torch.device, dtype: torch.dtype, a
         if model_type in DUAL_MODEL_TYPES:
             return HFDualEncoder(spec, where, device=device, dtype=dtype, batch_size=batch_size,
                                  local_files_only=local_only)
-        if model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES:
-            return HFVisionLanguageModel(spec, where, device=device, dtype=dtype, batch_size=batch_size,
-                                         local_files_only=local_only, **options)
+        if model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES or model_type in OMNI_MODEL_TYPES:
+            return vlm_class(spec, where, device=device, dtype=dtype, batch_size=batch_size,
+                             local_files_only=local_only, **options)
     except (OSError, RuntimeError) as err:
         if "ignore_mismatched_sizes" in str(err):  # transformers logged a table; name the files in one line
             raise CheckpointError(f"{spec}: the weights in {where} do not fit the architecture in its "
