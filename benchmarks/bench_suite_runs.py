@@ -1,22 +1,27 @@
-"""Benchmark: whole ``pytest suites/`` runs, each variant against its naive baseline in one run.
+"""Benchmark: whole ``pytest suites/`` runs, every ratio of issue 35's "Done when" measured in ONE run.
 
-Ratios (each pair timed back to back, same machine state; wall seconds of the pytest subprocess):
+Variants, each a subprocess ``pytest suites/ -q --faith-no-progress`` with its own report directory,
+timed back to back on the same machine state (wall seconds), in this order:
 
-1. xdist: ``-n 2`` (loadgroup + per-stage groups for small models, longest groups first once a run
-   has recorded their seconds: faithtests.plugin.distribution) vs serial (alternated, medians), vs
-   the first ``-n 2`` run (no record yet) and vs xdist's own default ``--dist load``; beside it the machine's
-   own parallel ceiling (one CPU-bound job alone vs two at once), since a shared 2-vCPU machine does
-   not always give a second process a whole core;
-2. output cache: ``--faith-cache DIR`` warm (the mean of the second and third runs) vs cold (first run,
-   empty DIR), and a warm run that recompiles every module (``PYTHONDONTWRITEBYTECODE=1``, see run());
-3. threads (the issue's table): torch's default threads (``--faith-threads`` = cores) vs the policy,
-   for the default run and for ``-k "forced_choice_order_accuracy and orig"``.
+1. ``baseline``: the main this work started from, run from a git worktree with ``PYTHONPATH`` pointing
+   at it (never installed), e.g. ``git worktree add /tmp/base 3b5c6ba`` then ``--base /tmp/base``;
+2. ``serial``: this tree's default run (target: <= 0.5 x baseline);
+3. ``n2``: ``-n 2`` (target: serial / n2 >= 1.8), beside the machine's own parallel ceiling (the same
+   CPU-bound job alone and two at once: a shared 2-vCPU machine does not always give a second core);
+4. ``cache``: ``--faith-cache DIR`` cold (empty DIR), then warm twice (target: cold / warm >= 10), with
+   the floor a warm run cannot avoid (collection, imports);
+5. ``threads``: the forced-choice test (``-k "forced_choice_order_accuracy and orig"``) beside one
+   CPU-bound competing process per core: the default thread policy vs every pool at one thread
+   (``OMP/OPENBLAS/MKL_NUM_THREADS=1``, ``TOKENIZERS_PARALLELISM=false``, ``--faith-threads 1``), and
+   the baseline's default for context (target: default / one thread <= 1.2).
 
-Every run passes ``--faith-no-progress`` and writes its scorecard to a temporary directory. The
-scorecards of serial, ``-n 2`` and warm-cache runs are compared: the metric values must be equal.
+Threads are explicit: every child's thread variables are recorded, and the default variants get none
+(the policy decides, as for a new user). What else was running is recorded before and after each run
+(load averages, the busiest processes). The scorecards are compared: ``faithtests compare baseline
+serial --all`` (changed results: 0 expected), and the serial, -n 2 and warm metrics against each other.
 
-    python benchmarks/bench_suite_runs.py [--parts xdist,cache,threads] [--select "not premise"]
-        [--repeats 2] [--out benchmarks/results/suite_runs.json]
+    python benchmarks/bench_suite_runs.py --base /tmp/base [--parts baseline,serial,n2,cache,threads]
+        [--serial-first] [--select EXPR] [--out benchmarks/results/suite_runs.json]
 """
 
 from __future__ import annotations
@@ -31,45 +36,51 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import environment, write_result
+from _common import competing_load, environment, machine_load, write_result
 
 from faithtests.models.threads import usable_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 FORCED = ["-k", "forced_choice_order_accuracy and orig"]
-
-
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TOKENIZERS_PARALLELISM",
+                    "RAYON_NUM_THREADS", "FAITH_THREADS_SET")
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+              "TOKENIZERS_PARALLELISM": "false"}
 PYTEST_CACHE = Path(tempfile.mkdtemp(prefix="faith_bench_pytest_cache_"))
-#: Extra pytest arguments for every run (``--select``), e.g. ``-k "not premise"``.
-SELECT: list[str] = []
+SELECT: list[str] = []  # --select: extra -k for every run
+RUNS: list[dict[str, Any]] = []  # every run's record, in order
 
 
-def run(*args: str, env_threads: str | None = None, bytecode: bool = True) -> tuple[float, Path]:
-    """Wall seconds of ``pytest suites/ ARGS`` and its report directory (fails loudly on a failed run).
+def run(name: str, *args: str, tree: Path = ROOT, threads: dict[str, str] | None = None,
+        compete: int = 0, select: bool = True) -> tuple[float, Path]:
+    """Wall seconds and report directory of ``pytest suites/ ARGS`` in ``tree`` (fails loudly).
 
-    ``bytecode``: Python writes and reads its bytecode cache (``__pycache__``, pytest's rewritten test
-    modules) as on any developer machine or CI runner. The sandbox these figures come from sets
-    ``PYTHONDONTWRITEBYTECODE=1``, which makes every run recompile every module; that is cleared for
-    the children unless ``bytecode=False`` (measured too, for the cache part)."""
-    report = Path(tempfile.mkdtemp(prefix="faith_bench_"))
-    # pytest's cache in a directory of this benchmark's own: the -n 2 runs keep each xdist group's
-    # seconds there (longest groups first next time), and the checkout's .pytest_cache is left alone
+    ``threads``: the thread variables the child gets (none: the policy decides). Python's bytecode
+    cache is on, as on a developer machine or CI runner (this sandbox sets PYTHONDONTWRITEBYTECODE=1)."""
+    report = Path(tempfile.mkdtemp(prefix=f"faith_bench_{name}_"))
     cmd = [sys.executable, "-m", "pytest", "suites/", "-q", "-o", f"cache_dir={PYTEST_CACHE}",
-           "--faith-no-progress", "--faith-report", str(report), *SELECT, *args]
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    env["HF_HUB_OFFLINE"] = "1"
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    if not bytecode:
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-    if env_threads is not None:
-        env["OMP_NUM_THREADS"] = env_threads
-    load = round(os.getloadavg()[0], 2)
-    start = time.perf_counter()
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-3000:]}")
-    print(f"{wall:7.1f} s  load {load:5.2f}  pytest suites/ {' '.join(args)}", flush=True)
+           "--faith-no-progress", "--faith-report", str(report), *(SELECT if select else []), *args]
+    env = {k: v for k, v in os.environ.items() if k not in (*THREAD_VARIABLES, "PYTHONDONTWRITEBYTECODE")}
+    env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(threads or {})})
+    if tree != ROOT:
+        env["PYTHONPATH"] = str(tree)  # the baseline's own faithtests, not this checkout's
+    before = machine_load()
+    with competing_load(compete):
+        start = time.perf_counter()
+        done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+    if done.returncode != 0:  # recorded, not fatal: the other variants of this one run still count
+        print(f"{' '.join(cmd)} exited {done.returncode}:\n{done.stdout[-3000:]}", file=sys.stderr)
+    if not (report / "scorecard.json").is_file():
+        raise SystemExit(f"{name}: no scorecard written ({done.returncode}):\n{done.stdout[-3000:]}")
+    after = machine_load()
+    RUNS.append({"name": name, "wall_s": round(wall, 1), "exit_status": done.returncode, "args": list(args),
+                 "tree": str(tree),
+                 "thread_variables": threads or {}, "competing_processes": compete,
+                 "load_before": before["load_average_1_5_15"], "load_after": after["load_average_1_5_15"],
+                 "pytest_processes_before": before["pytest_processes"], "busiest_before": before["busiest"]})
+    print(f"{wall:7.1f} s  load {before['load_average_1_5_15'][0]:5.2f}  {name}: pytest suites/ "
+          f"{' '.join(args)}", flush=True)
     return wall, report
 
 
@@ -80,14 +91,13 @@ def metrics(report: Path) -> dict[str, Any]:
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Exactly equal metrics (NaN equal to NaN): what a warm run must give back."""
+    """Exactly equal metrics (NaN equal to NaN)."""
     return a.keys() == b.keys() and all(a[k] == b[k] or (a[k] != a[k] and b[k] != b[k]) for k in a)
 
 
 def _differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """How two runs' metrics differ: xdist workers batch a model's inputs differently from a serial run,
-    and batch composition moves float32 outputs in the last bits (the batch-invariance tests allow 1e-5),
-    so -n 2 is compared within a tolerance and the largest difference is recorded."""
+    and batch composition moves float32 outputs in the last bits, so -n 2 is compared within 1e-6."""
     both = [k for k in a if k in b and a[k] is not None and b[k] is not None]
     diffs = {k: abs(float(a[k]) - float(b[k])) for k in both if not (a[k] != a[k] and b[k] != b[k])}
     worst = max(diffs, key=lambda k: diffs[k] if diffs[k] == diffs[k] else float("inf"), default=None)
@@ -95,6 +105,16 @@ def _differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             "differing": sum(1 for d in diffs.values() if d != 0),
             "max_abs_diff": diffs[worst] if worst is not None else 0.0, "max_abs_diff_metric": worst,
             "within_1e-6": a.keys() == b.keys() and all(d <= 1e-6 for d in diffs.values())}
+
+
+def compare_cli(a: Path, b: Path) -> dict[str, Any]:
+    """``faithtests compare A B --all --json`` (this tree's CLI): results whose status is not unchanged."""
+    cmd = [sys.executable, "-m", "faithtests.cli", "compare", str(a), str(b), "--all", "--json"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    deltas = json.loads(done.stdout)["deltas"]
+    changed = [f"{d['test']}|{d['metric']}|{d['status']}" for d in deltas if d["status"] != "unchanged"]
+    return {"exit_status": done.returncode, "compared": len(deltas), "changed": len(changed),
+            "changed_first": changed[:10]}
 
 
 def _kernel(_: int = 0) -> float:
@@ -111,111 +131,115 @@ def _kernel(_: int = 0) -> float:
     return time.perf_counter() - start
 
 
-def parallel_ceiling(repeats: int = 3) -> dict[str, Any]:
-    """What two processes can gain on this machine right now: the same job alone and two at once.
-    ``ceiling`` = 2 x alone / slower-of-two (2.0 on two free cores)."""
+def parallel_ceiling() -> dict[str, Any]:
+    """The same job alone and two at once: ``ceiling`` = 2 x alone / slower-of-two (2.0 on two free cores)."""
     from concurrent.futures import ProcessPoolExecutor
 
-    alone, pair = [], []
     with ProcessPoolExecutor(2) as pool:
-        for _ in range(repeats):
-            alone.append(pool.submit(_kernel).result())
-            pair.append(max(pool.map(_kernel, range(2))))
-    a, p = sorted(alone)[len(alone) // 2], sorted(pair)[len(pair) // 2]
-    return {"alone_s": round(a, 2), "two_at_once_s": round(p, 2), "ceiling": round(2 * a / p, 2)}
-
-
-def xdist_part(repeats: int) -> dict[str, Any]:
-    """Serial and -n 2 alternated ``repeats`` times (medians), then --dist load once."""
-    ceiling = parallel_ceiling()
-    first, _ = run("-n", "2")  # no group seconds recorded yet: xdist's order (by test count)
-    serial_runs, n2_runs = [], []
-    for _ in range(repeats):
-        serial, rs = run()
-        n2, rn = run("-n", "2")
-        serial_runs.append(serial)
-        n2_runs.append(n2)
-    load, _ = run("-n", "2", "--dist", "load")
-    med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
-    return {"machine_parallel_ceiling": ceiling,
-            "serial_s": [round(x, 1) for x in serial_runs],
-            "n2_first_run_s": round(first, 1),  # before any group seconds were recorded
-            "n2_loadgroup_s": [round(x, 1) for x in n2_runs],  # longest groups first
-            "n2_dist_load_s": round(load, 1),
-            "speedup_n2_vs_serial_median": round(med(serial_runs) / med(n2_runs), 2),
-            "speedup_n2_vs_dist_load": round(load / med(n2_runs), 2),
-            "metrics_vs_serial": _differences(metrics(rs), metrics(rn))}
+        alone = pool.submit(_kernel).result()
+        pair = max(pool.map(_kernel, range(2)))
+    return {"alone_s": round(alone, 2), "two_at_once_s": round(pair, 2),
+            "ceiling": round(2 * alone / pair, 2)}
 
 
 def _wall(cmd: list[str]) -> float:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as in run()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, check=True)
+    subprocess.run(cmd, cwd=ROOT, env={**env, "HF_HUB_OFFLINE": "1"}, capture_output=True, check=True)
     return time.perf_counter() - start
 
 
 def floor() -> dict[str, float]:
-    """What a warm run cannot avoid: collecting the suites, and importing the libraries it still needs
-    (torch for the tensors the store gives back, scikit-learn for the probes; the models' own stacks,
-    transformers' processors and open_clip, are not imported when every output is stored)."""
+    """What a warm run cannot avoid: collecting the suites and importing torch and scikit-learn."""
     collect = _wall([sys.executable, "-m", "pytest", "suites/", "--collect-only", "-q",
                      "-p", "no:cacheprovider", *SELECT])
     imports = _wall([sys.executable, "-c", "import torch, sklearn.model_selection, sklearn.linear_model"])
     return {"collect_s": round(collect, 1), "imports_s": round(imports, 1)}
 
 
-def cache_part() -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="faith_cache_") as cache:
-        cold, rc = run("--faith-cache", cache)
-        warm, rw = run("--faith-cache", cache)
-        warm_again, _ = run("--faith-cache", cache)
-        recompiling, _ = run("--faith-cache", cache, bytecode=False)
-        models = json.loads((rw / "scorecard.json").read_text(encoding="utf-8"))["fingerprint"]["models"]
-        counts = {label: info.get("output_cache") for label, info in models.items()}
-    base = floor()
-    mean_warm = (warm + warm_again) / 2
-    return {"cold_s": round(cold, 1), "warm_s": [round(warm, 1), round(warm_again, 1)],
-            "speedup_warm_vs_cold": round(cold / mean_warm, 2),
-            "warm_without_bytecode_cache_s": round(recompiling, 1),
-            "speedup_warm_without_bytecode_cache": round(cold / recompiling, 2),
-            "floor": base,
-            "speedup_ceiling_cold_vs_floor": round(cold / (base["collect_s"] + base["imports_s"]), 1),
-            "warm_output_cache": counts, "same_metrics_as_cold": _same(metrics(rc), metrics(rw))}
-
-
-def threads_part() -> dict[str, Any]:
-    cores = str(usable_cores())
-    out: dict[str, Any] = {}
-    for name, args in (("forced_choice_orig", FORCED), ("default_run", [])):
-        naive, _ = run(*args, "--faith-threads", cores)
-        policy, _ = run(*args)
-        one, _ = run(*args, env_threads="1")
-        out[name] = {"default_threads_s": round(naive, 1), "policy_s": round(policy, 1),
-                     "omp_num_threads_1_s": round(one, 1), "speedup_policy": round(naive / policy, 2)}
-    return out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--parts", default="xdist,cache,threads")
-    parser.add_argument("--repeats", type=int, default=2, help="serial / -n 2 pairs (medians)")
+    parser.add_argument("--base", type=Path,
+                        help="worktree of the baseline commit (git worktree add DIR REV)")
+    parser.add_argument("--parts", default="baseline,serial,n2,cache,threads")
+    parser.add_argument("--serial-first", action="store_true",
+                        help="time this tree's serial run before the baseline (load drifts over a run)")
     parser.add_argument("--select", default="", help='pytest -k expression for every run, e.g. "not premise"')
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "suite_runs.json"))
     args = parser.parse_args()
-    env = environment()
+    parts = args.parts.split(",")
+    needs_base = "baseline" in parts or "threads" in parts
+    if needs_base and (args.base is None or not (args.base / "faithtests").is_dir()):
+        parser.error("--base DIR (a worktree of the baseline commit) is needed for the baseline and "
+                     "threads parts")
     if args.select:
         SELECT.extend(["-k", args.select])
-    parts = {"xdist": lambda: xdist_part(args.repeats), "cache": cache_part, "threads": threads_part}
-    results = {name: parts[name]() for name in args.parts.split(",")}
-    write_result({
-        "benchmark": "pytest suites/ runs: -n 2 vs serial, warm vs cold cache, thread policy vs default",
-        "environment": env, "cores": usable_cores(), "load_average_1min_end": round(os.getloadavg()[0], 2),
-        "select": args.select or "all of suites/",
-        **results,
-        "note": "one run per variant, pairs back to back; load_average_1min (start/end) says what else ran "
-                "(other agents' test runs share this 2-core machine)",
-    }, args.out)
+    env, start_load = environment(), machine_load()
+    out: dict[str, Any] = {}
+    reports: dict[str, Path] = {}
+
+    def save(complete: bool) -> None:
+        """The results so far (each part adds its numbers: a run cut short keeps what it measured)."""
+        result = {
+            "benchmark": "pytest suites/ in one run: today's main vs this tree serial, -n 2, warm vs cold "
+                         "cache, thread policy vs one thread beside a competing process",
+            "complete": complete, "environment": env, "cores": usable_cores(),
+            "select": args.select or "all of suites/", "base": str(args.base) if args.base else None,
+            "machine_at_start": start_load, "machine_at_end": machine_load(), **out, "runs": RUNS,
+            "note": "wall seconds of one run per variant, back to back; load averages and the busiest "
+                    "processes before each run say what else was running (other agents' test runs share "
+                    "this 2-core machine): the ratios within this one run are what count",
+        }
+        if complete:
+            write_result(result, args.out)
+        else:
+            Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+    first = ("serial", "baseline") if args.serial_first else ("baseline", "serial")
+    for name in first:  # load drifts: --serial-first runs the pair the other way round
+        if name in parts:
+            out[f"{name}_s"], reports[name] = run(name, tree=args.base if name == "baseline" else ROOT)
+            save(complete=False)
+    if "serial" in reports and "baseline" in reports:
+        out["ratio_serial_vs_baseline"] = round(out["serial_s"] / out["baseline_s"], 3)
+        out["compare_baseline_vs_serial"] = compare_cli(reports["baseline"], reports["serial"])
+        out["metrics_baseline_vs_serial"] = _differences(metrics(reports["baseline"]),
+                                                         metrics(reports["serial"]))
+        save(complete=False)
+    if "n2" in parts:
+        out["machine_parallel_ceiling"] = parallel_ceiling()
+        out["n2_s"], reports["n2"] = run("n2", "-n", "2")
+        if "serial_s" in out:
+            out["speedup_n2_vs_serial"] = round(out["serial_s"] / out["n2_s"], 2)
+            out["metrics_serial_vs_n2"] = _differences(metrics(reports["serial"]), metrics(reports["n2"]))
+    save(complete=False)
+    if "cache" in parts:
+        with tempfile.TemporaryDirectory(prefix="faith_cache_") as cache:
+            cold, rc = run("cache_cold", "--faith-cache", cache)
+            warm = [run(f"cache_warm{i}", "--faith-cache", cache) for i in (1, 2)]
+            card = json.loads((warm[0][1] / "scorecard.json").read_text(encoding="utf-8"))
+            models = card["fingerprint"]["models"]
+            counts = {label: info.get("output_cache") for label, info in models.items()}
+        mean_warm = sum(w for w, _ in warm) / len(warm)
+        out["cache"] = {"cold_s": round(cold, 1), "warm_s": [round(w, 1) for w, _ in warm],
+                        "speedup_warm_vs_cold": round(cold / mean_warm, 2), "floor": floor(),
+                        "warm_output_cache": counts,
+                        "same_metrics_as_cold": _same(metrics(rc), metrics(warm[0][1])),
+                        "cold_same_metrics_as_serial": (_same(metrics(rc), metrics(reports["serial"]))
+                                                        if "serial" in reports else None)}
+    save(complete=False)
+    if "threads" in parts:
+        cores = usable_cores()
+        default, _ = run("threads_default_competing", *FORCED, compete=cores, select=False)
+        one, _ = run("threads_one_competing", *FORCED, "--faith-threads", "1", threads=ONE_THREAD,
+                     compete=cores, select=False)
+        base, _ = run("threads_baseline_default_competing", *FORCED, tree=args.base, compete=cores,
+                      select=False)
+        out["threads"] = {"competing_processes": cores, "default_s": round(default, 1),
+                          "one_thread_s": round(one, 1), "baseline_default_s": round(base, 1),
+                          "ratio_default_vs_one_thread": round(default / one, 2),
+                          "ratio_baseline_default_vs_one_thread": round(base / one, 2)}
+    save(complete=True)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,10 @@
   checkout (``$FAITHTESTS_SHARED_DATA`` overrides). Missing, a test skips with the reason, except in CI
   (``CI=true``), where it fails: CI must never pass by skipping the real-photo tests;
 - tiny models of every supported family, built once per session into a temp dir and loaded back through
-  ``load_model`` exactly as a user's checkpoint would be (torch imported only when one is asked for).
+  ``load_model`` exactly as a user's checkpoint would be (torch imported only when one is asked for);
+- ``small_default_run``: the report of one ``pytest suites/ --faith-limit 6`` run, shared by the tests that
+  need every suite, test and model stage but not every item. Its tests share one ``xdist_group``, so under
+  ``-n 2`` one worker runs it once (each worker would otherwise run its own).
 """
 
 from __future__ import annotations
@@ -18,13 +21,21 @@ from typing import Any
 import numpy as np
 import pytest
 
+from faithtests.testing.suite_run import run_small_default
 from faithtests.testing.tiny import FAMILIES  # torch-free at import
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 pytest_plugins = ["pytester"]
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+#: Fixtures that start a costly run (suites in a subprocess) once per session or once per module: the
+#: tests using one share an ``xdist_group``, so under ``-n 2`` one worker computes it once (each worker
+#: that ran one of those tests would otherwise compute its own).
+SESSION_RUNS = frozenset({"small_default_run"})
+MODULE_RUNS = frozenset({"ac_card", "premise_card", "spd_card", "clip_seed0", "reference_runs", "default_run",
+                         "reports"})
 
 
 def _in_ci() -> bool:
@@ -43,6 +54,23 @@ def shared_data() -> Path:
             pytest.fail(f"CI=true and {why}")
         pytest.skip(why)
     return root
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """One group per costly shared run (see :data:`SESSION_RUNS`), marked before the plugin's trylast hook
+    turns the marks into the node-id suffix that ``--dist loadgroup`` schedules by."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        groups = sorted(SESSION_RUNS & names) + [f"{item.path.stem}.{f}" for f in sorted(MODULE_RUNS & names)]
+        for group in groups:
+            item.add_marker(pytest.mark.xdist_group(name=group))
+
+
+@pytest.fixture(scope="session")
+def small_default_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The report folder of ``pytest suites/ --faith-limit 6 --faith-allow-insufficient`` on the bundled
+    reference models, run once per session; read-only (copy it to change it)."""
+    return run_small_default(ROOT, tmp_path_factory.mktemp("small_default_run") / "report")
 
 
 @pytest.fixture(scope="session")

@@ -41,6 +41,7 @@ from faithtests.models.threads import (
     apply_threads,
     choose_threads,
     parameter_count,
+    pool_threads,
     tokenizers_parallelism,
     usable_cores,
     xdist_workers,
@@ -307,11 +308,12 @@ def _set_threads(config: pytest.Config, model: Any) -> None:
     workers = xdist_workers(os.environ)
     choice = choose_threads(requested_threads(config), os.environ, usable_cores(), workers,
                             largest if params is not None else None)
-    threads = apply_threads(choice)
+    threads = apply_threads(choice, workers)  # torch, BLAS/OpenMP (threadpoolctl), tokenizers
     if (value := tokenizers_parallelism(os.environ, threads, workers)) is not None:
         os.environ["TOKENIZERS_PARALLELISM"] = value
     config.stash[_THREADS] = {"torch_threads": threads, "thread_policy": choice.reason,
-                              "tokenizers_parallelism": os.environ.get("TOKENIZERS_PARALLELISM", "default")}
+                              "tokenizers_parallelism": os.environ.get("TOKENIZERS_PARALLELISM", "default"),
+                              **pool_threads()}
 
 
 def thread_info(config: pytest.Config) -> dict[str, Any]:

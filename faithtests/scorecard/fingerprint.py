@@ -18,7 +18,11 @@ from pathlib import Path
 from typing import Any
 
 PACKAGES = ("faithtests", "torch", "torchvision", "transformers", "open_clip_torch", "numpy", "pytest",
-            "pytest-xdist", "pillow")
+            "pytest-xdist", "pillow", "scikit-learn", "threadpoolctl")
+#: The thread pools' variables as this process ends (the user's, or the thread policy's where it set
+#: them: ``FAITH_THREADS_SET``); each model's info holds the counts its own process used.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "FAITH_THREADS_SET",
+                    "TOKENIZERS_PARALLELISM", "RAYON_NUM_THREADS")
 
 
 def now_iso() -> str:
@@ -222,4 +226,5 @@ def build_fingerprint(
         "end": end,
         "argv": list(argv),
         "workers": workers,
+        "thread_variables": {v: os.environ[v] for v in THREAD_VARIABLES if v in os.environ},
     }

@@ -22,6 +22,7 @@ import torch
 from faithtests.models.interfaces import Contrast, Hooks, Prompt
 from faithtests.models.ray_actors import ModelHost, RolePool, adapter
 from faithtests.models.ray_pool import ATTRIBUTE, UNPICKLABLE, UNTAGGED, PooledScorer, PooledVLM, chunks
+from faithtests.testing.suite_run import SMALL_RUN
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -189,18 +190,17 @@ def _assert_same(a: Any, b: Any, where: str = "results", tol: float = 1e-6) -> N
         assert a == b, f"{where}: {a!r} != {b!r}"
 
 
-def test_suite_on_two_ray_actors_records_the_in_process_results(tmp_path: Path) -> None:
+def test_suite_on_two_ray_actors_records_the_in_process_results(tmp_path: Path,
+                                                                small_default_run: Path) -> None:
     """The default ``pytest suites/`` (all five suites, 6 items per dataset): reference:clip, reference:vlm
-    with its base, CECS and SAGE variants, and the VLM as a scorer, once in process and once on local Ray
-    with 2 CPU actors per model, one thread each: every result equal to 1e-6."""
+    with its base, CECS and SAGE variants, and the VLM as a scorer, once in process (the session's shared
+    ``small_default_run``) and once on local Ray with 2 CPU actors per model, one thread each: every result
+    equal to 1e-6."""
     _need_ray()
-    # a smoke-size run: its sample-size verdicts are INSUFFICIENT (exit 6) by design; equality is the point
-    args = ["suites/", "--faith-limit", "6", "--faith-allow-insufficient"]
-    plain = _run(tmp_path / "plain", *args)
-    assert plain.returncode in (0, 1), plain.stdout[-3000:]
-    pooled = _run(tmp_path / "ray", *args, "--faith-ray", "local", "--faith-ray-actors", "2")
+    # a smoke-size run: its sample-size verdicts are INSUFFICIENT by design; equality is the point
+    pooled = _run(tmp_path / "ray", *SMALL_RUN, "--faith-ray", "local", "--faith-ray-actors", "2")
     assert pooled.returncode in (0, 1), pooled.stdout[-3000:] + pooled.stderr[-3000:]
-    want, got = _results(tmp_path / "plain"), _results(tmp_path / "ray")
+    want, got = _results(small_default_run), _results(tmp_path / "ray")
     assert {r["variant"] for r in want} >= {"base", "cecs", "sage"} and len(want) > 400
     _assert_same(want, got)
     card = json.loads((tmp_path / "ray" / "scorecard.json").read_text())

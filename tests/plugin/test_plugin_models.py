@@ -13,6 +13,7 @@ import open_clip  # noqa: F401
 import pytest
 import torch
 import transformers  # noqa: F401
+from threadpoolctl import threadpool_limits
 
 from faithtests.plugin.distribution import worker_device
 
@@ -247,10 +248,13 @@ def test_thread_choice_is_applied_and_fingerprinted(
     project: pytest.Pytester, tiny_dir: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A tiny model gets one thread under the automatic policy; --faith-threads overrides it; the
-    choice lands in the scorecard with the model's info."""
+    choice lands in the scorecard with the model's info, numpy's BLAS pool included."""
     before = torch.get_num_threads()
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTEST_XDIST_WORKER_COUNT"):
-        monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "FAITH_THREADS_SET",
+                "RAYON_NUM_THREADS", "TOKENIZERS_PARALLELISM"):
+        monkeypatch.setenv(var, "")  # no setting for the policy ("" is none), and restored afterwards
+    pools = threadpool_limits(limits=2)  # the policy's limits are undone after the test
     project.makepyfile(test_suite="""
         import torch
 
@@ -267,6 +271,8 @@ def test_thread_choice_is_applied_and_fingerprinted(
             card = json.loads((project.path / "out" / "scorecard.json").read_text())
             info = card["fingerprint"]["models"]["oc"]
             assert info["torch_threads"] == threads and info["thread_policy"].startswith(policy)
+            assert info["blas_threads"] == threads  # numpy's BLAS pool follows the same choice
             assert card["results"][0]["value"] == threads
     finally:
         torch.set_num_threads(before)
+        pools.restore_original_limits()
