@@ -1,4 +1,4 @@
-"""The ``faithtests`` command: compare | merge | render | train-reference.
+"""The ``faithtests`` command: compare | merge | render | explain | train-reference.
 
 User errors (a missing file, bad JSON, a schema mismatch, a bad tolerance) print one line on stderr
 naming the file and exit with status 2; they never show a traceback. ``compare`` gates like the pytest
@@ -20,10 +20,23 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from faithtests.manifest import glossary_terms
+from faithtests.plugin.item_report import image_of
+from faithtests.protocols import manifests
 from faithtests.scorecard.baseline import Comparison, Tolerance, compare
 from faithtests.scorecard.comparison_text import format_comparison
 from faithtests.scorecard.frames import deltas_frame
+from faithtests.scorecard.glossary import GlossaryError, explain, explain_all, term_for
+from faithtests.scorecard.history import (
+    format_history,
+    history_csv,
+    load_history,
+    write_history_csv,
+    write_history_html,
+)
+from faithtests.scorecard.history_run import RunPathError
 from faithtests.scorecard.html import render_html
+from faithtests.scorecard.item_log import item_log_path, iter_item_log, merge_item_logs
 from faithtests.scorecard.model import GateMode
 from faithtests.scorecard.scorecard import (
     Scorecard,
@@ -33,6 +46,7 @@ from faithtests.scorecard.scorecard import (
     read_scorecard,
     write_scorecard,
 )
+from faithtests.scorecard.viewer import VIEWER, render_viewer
 
 # name -> (module, help). The module must define ``main(argv: list[str]) -> int`` with its own
 # argparse (prog "faithtests NAME"); it is imported only when the subcommand runs.
@@ -170,11 +184,27 @@ def _cmd_merge(args: argparse.Namespace) -> int:
         raise UsageError(f"{json_path}: cannot write ({exc.strerror or exc})") from exc
     html_path = json_path.with_suffix(".html")
     _write_html(merged, html_path, max_exemplars=args.max_exemplars)
+    items = _merge_items(list(args.parts), json_path.parent)
     print(
         f"merged {len(parts)} scorecards ({len(merged.tests)} tests, status {merged.status}) -> "
-        f"{json_path}, {html_path}"
+        f"{json_path}, {html_path}{items}"
     )
     return 0
+
+
+def _merge_items(parts: list[str], out: Path) -> str:
+    """The shards' item logs as one log + viewer beside the merged scorecard ("" when none has one)."""
+    if not any(item_log_path(p).exists() for p in parts):
+        return ""
+    try:
+        n = merge_item_logs(parts, out)
+        rows = list(iter_item_log(item_log_path(out)))
+        atomic_write_text(out / VIEWER, render_viewer(rows, image_of=image_of))
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot write the item log ({exc.strerror or exc})") from exc
+    except ValueError as exc:  # a shard's corrupt log: named, never half merged in silence
+        raise UsageError(f"merging the item logs: {exc}") from exc
+    return f", {item_log_path(out)} ({n} items)"
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
@@ -193,6 +223,49 @@ def _cmd_render(args: argparse.Namespace) -> int:
     )
     print(f"wrote {out}")
     return 0
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    """The definition of a metric (every protocol's glossary, plus the scorecard's with --scorecard)."""
+    terms = glossary_terms(manifests())
+    if args.scorecard:
+        card = _read(args.scorecard).glossary
+        terms = {n: t for n in card if (t := term_for(n, card)) is not None} | terms
+    if args.all:
+        print(explain_all(terms))
+        return 0
+    if not args.metric:
+        raise UsageError("name a METRIC (e.g. PR, or PR[color]) or pass --all")
+    try:
+        print(explain(args.metric, terms))
+    except GlossaryError as exc:
+        raise UsageError(str(exc)) from None
+    return 0
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    """Each checked metric across runs (docs/reports.md, "History across checkpoints"); exit 1 when the
+    last run regressed against the best earlier run on a checked metric."""
+    try:
+        history = load_history(args.runs, args.tolerance)
+    except (ScorecardError, RunPathError) as exc:
+        raise UsageError(str(exc)) from exc
+    except (OSError, KeyError, TypeError, ValueError, AttributeError) as exc:  # an odd file: name it
+        raise UsageError(f"cannot read the runs ({type(exc).__name__}: {exc})") from exc
+    if args.csv == "-":
+        print(history_csv(history), end="")
+    else:
+        print(format_history(history))
+    outputs = (("--csv", args.csv, write_history_csv), ("--html", args.html, write_history_html))
+    for what, path, write in outputs:
+        if path in (None, "", "-"):
+            continue
+        try:
+            write(history, path)
+        except OSError as exc:
+            raise UsageError(f"{what} {path}: cannot write ({exc.strerror or exc})") from exc
+        print(f"wrote {path}", file=sys.stderr if args.csv == "-" else sys.stdout)
+    return history.exit_status
 
 
 def _add_external(
@@ -273,6 +346,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tolerance", type=_tolerance, default="0", help="as for compare (colours deltas)")
     p.add_argument("--max-exemplars", type=_count, default=8, help="exemplars shown per test (default 8)")
     p.set_defaults(func=_cmd_render)
+
+    p = sub.add_parser("explain", help="what a metric means: its definition, direction, unit and paper")
+    p.add_argument("metric", metavar="METRIC", nargs="?", help="a metric name (a [slice] is ignored)")
+    p.add_argument("--all", action="store_true", help="list every defined metric")
+    p.add_argument("--scorecard", metavar="REPORT", default=None,
+                   help="also use the definitions stored in this report dir or scorecard.json")
+    p.set_defaults(func=_cmd_explain)
+
+    p = sub.add_parser("history", help="each checked metric across runs (by step, then start time): a table, "
+                       "an HTML page of trend plots; exit 1 when the last run regressed against the best "
+                       "earlier run")
+    p.add_argument("runs", nargs="+", metavar="RUN",
+                   help="report dir (its scorecard and its subfolders'), scorecard.json, or a glob of either")
+    p.add_argument("--tolerance", type=_tolerance, default="0",
+                   help="absolute (0.01) or relative (5%%) slack before a move counts as a regression")
+    p.add_argument("--csv", metavar="PATH", default=None,
+                   help="also write one row per run and checked metric to PATH; '-': only the CSV, on stdout")
+    p.add_argument("--html", metavar="PATH", default="faith-history.html",
+                   help="the self-contained HTML page (default faith-history.html; '' for none)")
+    p.set_defaults(func=_cmd_history)
 
     _add_train_reference(sub)
     return parser

@@ -20,6 +20,7 @@ from typing import Any
 
 from faithtests.config import Option
 from faithtests.data.names import DataName
+from faithtests.scorecard.glossary import GlossaryError, MetricTerm, collect
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class Manifest:
     ``world``: ``"module:function"`` of its procedural item generator, or ``None``.
     ``training``: ``"module:attribute"`` of its reference-VLM training tasks (task name -> maker), or
     ``None``. ``fixtures``: the module holding its pytest fixtures (registered by the plugin).
+    ``glossary``: ``"module:attribute"`` of the :class:`~faithtests.scorecard.glossary.MetricTerm` tuple
+    defining every metric its suites record (``""``: none declared; its metrics show as undefined).
     """
 
     name: str
@@ -46,6 +49,7 @@ class Manifest:
     bootstrap: int = 10_000
     world: str | None = None
     training: str | None = None
+    glossary: str = ""  # "module:attribute" of its MetricTerm tuple (faithtests.scorecard.glossary)
 
 
 def load_attr(ref: str) -> Any:
@@ -88,3 +92,22 @@ def unique_options(options: Iterable[Option]) -> tuple[Option, ...]:
             raise ManifestError(f"option {o.flag} (ini {o.name}) is declared twice")
         seen.add(o.name)
     return out
+
+
+def glossary_terms(manifests: Iterable[Manifest]) -> dict[str, MetricTerm]:
+    """Every metric term the manifests declare (their ``glossary``), by name. A name two protocols define
+    differently, or a ``glossary`` that does not name a tuple of :class:`MetricTerm`, is an error."""
+    terms: list[MetricTerm] = []
+    for m in manifests:
+        if not m.glossary:
+            continue
+        try:
+            declared = load_attr(m.glossary)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise GlossaryError(f"protocol {m.name!r}: glossary {m.glossary!r} cannot be loaded: "
+                                f"{exc}") from exc
+        if not isinstance(declared, (tuple, list)):
+            raise GlossaryError(f"protocol {m.name!r}: glossary {m.glossary!r} is not a tuple of "
+                                "MetricTerm")
+        terms += declared
+    return collect(terms, "protocol glossaries")

@@ -111,7 +111,10 @@ def test_conflict_shares(
     rows, onehot = categories(recs, ans)
     assert rows, f"no conflict records in {acbench_data.dataset}"
     boot = Boot(ACBENCH_BOOTSTRAP, faith_seed)
-    _record(faith, share_rows(recs, ans, mode, boot))
+    shares_all = share_rows(recs, ans, mode, boot)
+    _record(faith, shares_all)
+    faith.outputs(shares_all[0].name, _outputs(recs, ans, rows, [bool(x) for x in onehot[:, 0]]),
+                  slice=shares_all[0].slice)  # P_img on Q_conf: one row per conflict record
     by = subset_shares(recs, ans)
     faith.plot(
         f"answer alignment per conflict subset ({mode})",
@@ -165,8 +168,10 @@ def test_aligned_accuracy(
     if not rows:
         pytest.skip(f"{acbench_data.dataset}: no aligned records")
     hit = hits([ans.pred[i] for i in rows], [recs[i].image_emotion for i in rows])
-    _record(faith, accuracy_rows("aligned_acc", hit, [recs[i] for i in rows], mode,
-                                 Boot(ACBENCH_BOOTSTRAP, faith_seed)))
+    acc = accuracy_rows("aligned_acc", hit, [recs[i] for i in rows], mode,
+                        Boot(ACBENCH_BOOTSTRAP, faith_seed))
+    _record(faith, acc)
+    faith.outputs(acc[0].name, _outputs(recs, ans, rows, [bool(h) for h in hit]), slice=acc[0].slice)
     wrong = [i for i, h in zip(rows, hit, strict=True) if not h][:4]
     faith.exemplars([_exemplar(recs[i], ans, i, "wrong on an aligned record") for i in wrong])
     if (variant, mode) == GATED:
@@ -296,6 +301,25 @@ def test_cecs_intervention(faith: Faith, acbench_data: AcData, faith_seed: int) 
     _record(faith, conflict_score_rows(recs, s))
     base, cecs = data.answers("base", "constrained"), data.answers("cecs", "constrained")
     _record(faith, cecs_delta_rows(recs, base, cecs, Boot(ACBENCH_BOOTSTRAP, faith_seed)))
+
+
+def _outputs(recs: Sequence[AcRecord], ans: Answers, rows: Sequence[int],
+             outcomes: Sequence[bool]) -> dict[str, dict[str, object]]:
+    """Item-log rows: the image and description, the label answered (with the reply or label
+    log-probabilities), the outcome, and why a row has no label."""
+    out: dict[str, dict[str, object]] = {}
+    for i, o in zip(rows, outcomes, strict=True):
+        r = recs[i]
+        output: dict[str, object] = {"answer": ans.pred[i] or "other"}
+        if ans.replies:
+            output["reply"] = ans.replies[i]
+        if ans.logprobs is not None:
+            output["log p"] = {k: float(v) for k, v in zip(EMOTIONS, ans.logprobs[i], strict=True)}
+        out[r.item_id] = {"inputs": {"image": r.image, "description": r.description or "",
+                                     "y_img": r.image_emotion, "y_txt": r.text_emotion or "",
+                                     "subset": r.subset},
+                          "output": output, "outcome": o, "invalid": ans.kinds[i]}
+    return out
 
 
 def _exemplar(r: AcRecord, ans: Answers, i: int, reason: str) -> dict[str, object]:

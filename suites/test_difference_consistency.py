@@ -19,7 +19,7 @@ the test fails, so the scorecard shows each verdict.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pytest
@@ -97,6 +97,14 @@ def _exemplar(data: SpdData, i: int, reason: str, texts: dict[str, str],
             "scores": scores or {}, "reason": reason}
 
 
+def _outputs(data: SpdData, rows: Sequence[int], outcomes: Sequence[bool | float],
+             output: Callable[[int], dict[str, object]]) -> dict[str, dict[str, object]]:
+    """Item-log rows of the pairs ``rows``: the pair's ref and true edits, the model's ``output(i)``."""
+    recs = data.usable.records
+    return {recs[i].item_id: {"inputs": {"image": recs[i].ref, "ground truth": edits_text(recs[i].edits)},
+                              "output": output(i), "outcome": o} for i, o in zip(rows, outcomes, strict=True)}
+
+
 def _unmatched(j: Judgement | None) -> str:
     if j is None:
         return ""
@@ -133,6 +141,8 @@ def test_symmetric_consistency(faith: Faith, spdfaith_data: SpdData, variant: st
     _record(faith, sym.metrics)
     faith.items("consistent",
                 {recs[i].item_id: not bool(c) for i, c in zip(rows, sym.contradiction, strict=True)})
+    faith.outputs("contradiction_rate", _outputs(data, rows, [bool(c) for c in sym.contradiction], lambda i: {
+        "P(Yes | same?)": float(ans.p_yes_same[i]), "P(Yes | different?)": float(ans.p_yes_diff[i])}))
     faith.exemplars([_contradiction_exemplar(data, ans, rows[j])
                      for j in np.flatnonzero(sym.contradiction)[:4]])
     if variant == GATED:
@@ -156,6 +166,8 @@ def test_difference_count(faith: Faith, spdfaith_data: SpdData, variant: str, fa
     res = counts(recs, ans, rows, Boot(SPD_BOOTSTRAP, faith_seed))
     _record(faith, res.metrics)
     faith.items("count_exact", {recs[i].item_id: bool(x) for i, x in zip(rows, res.exact, strict=True)})
+    faith.outputs("DS_count", _outputs(data, rows, [bool(x) for x in res.exact],
+                                       lambda i: {"count": int(ans.count[i]), "true count": recs[i].m}))
     wrong = [rows[j] for j in np.flatnonzero(res.exact == 0)[:4]]
     faith.exemplars([_exemplar(data, i, "miscounted the differences",
                                {"model's count": str(int(ans.count[i])), "true count": str(recs[i].m)})
@@ -185,6 +197,10 @@ def test_difference_naming(faith: Faith, spdfaith_data: SpdData, variant: str, f
     _record(faith, res.metrics)
     faith.items("claims_all_grounded",
                 {recs[i].item_id: bool(h.all()) for i, h in zip(rows, res.hits, strict=True) if h.size})
+    scored = [j for j, x in enumerate(res.drf_item) if np.isfinite(x)]  # DRF's pairs: those with a claim
+    faith.outputs("DRF", _outputs(data, [rows[j] for j in scored], [float(res.drf_item[j]) for j in scored],
+                                  lambda i: {"count": int(ans.count[i]), "reply": ans.replies[i] or "",
+                                             "unmatched claims": _unmatched(ans.judgements[i])}), slice=judge)
     shown = [rows[j] for j, h in enumerate(res.hits) if h.size and not h.all()][:4]
     faith.exemplars([_exemplar(data, i, "named a difference that is not there",
                                {"prompt count": str(int(ans.count[i])), "reply": ans.replies[i] or "",

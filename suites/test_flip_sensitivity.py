@@ -36,6 +36,7 @@ from faithtests.protocols.lgip.results import (
     count_pairs,
     flip_indices,
     flip_rate,
+    pair_outputs,
     strength_bins,
 )
 from faithtests.protocols.lgip.strength import BinScheme
@@ -88,6 +89,8 @@ def test_flip_positive_rate(faith: Faith, flip_scored: Scored, flip_case: str, f
     rate = flip_rate(pairs, scored.base, scored.perturbed, idx, seed=faith_seed)
 
     _record(faith, rate.summary.overall, slice_, rate.won)
+    faith.outputs("PR", pair_outputs(pairs, scored.base, scored.perturbed,
+                                     {k: v > 0 for k, v in rate.won.values.items()}), slice=slice_)
     if flip_case == "all":
         types = sorted(rate.summary.by_type)
         for t in types:
@@ -168,6 +171,8 @@ def test_forced_choice_order_accuracy(faith: Faith, s3e_data: S3EData, order: st
     accuracy = item_rate(correct)
     faith.metric("AB_accuracy", accuracy.value, ci=accuracy.ci, n=b.n, slice=order,
                  per_item={r.item_id: bool(c) for r, c in zip(s3e_data.records, correct, strict=True)})
+    faith.outputs("AB_accuracy", _s3e_outputs(s3e_data, correct, (0,) if order == "orig" else (1,)),
+                  slice=order)
     faith.metric("A_rate", b.a_rate_orig if order == "orig" else b.a_rate_swap, n=b.n, slice=order)
     if order == "swap":
         faith.plot("A/B accuracy by option order (position bias at a glance)", "bar", [
@@ -187,6 +192,7 @@ def test_forced_choice_strict_correct(faith: Faith, s3e_data: S3EData) -> None:
     for t, value, n in rate_by_label(strict, [r.stress_type for r in s3e_data.records]):
         faith.metric("strict_correct", value, n=n, slice=f"type={t}")
     faith.items("strict_correct", {r.item_id: bool(s) for r, s in zip(s3e_data.records, strict, strict=True)})
+    faith.outputs("strict_correct", _s3e_outputs(s3e_data, strict, (0, 1)))
     wrong = np.flatnonzero(~strict)[:4]
     faith.exemplars([_s3e_exemplar(s3e_data, int(i), "stress candidate chosen in at least one order")
                      for i in wrong])
@@ -226,6 +232,25 @@ def test_hidden_stress(faith: Faith, s3e_data: S3EData, faith_seed: int) -> None
     faith.exemplars([_s3e_exemplar(s3e_data, i, f"strict-correct, Δlex = {d:.4f}")
                      for i, d in most_excess(d_lex, np.flatnonzero(strict))])
     faith.check("Delta_lex")
+
+
+def _s3e_outputs(s3e: S3EData, outcome: np.ndarray, orders: tuple[int, ...]) -> dict[str, dict[str, object]]:
+    """Item-log rows of the stress trials: the image ref, c+ and the stress foil, and per option order
+    the option chosen (orig shows [c+, stress], swap [stress, c+]) with its A and B logits."""
+    rows: dict[str, dict[str, object]] = {}
+    for i, r in enumerate(s3e.records):
+        output: dict[str, object] = {}
+        for o in orders:
+            a, b = float(s3e.logits[i, o, STRESS, 0]), float(s3e.logits[i, o, STRESS, 1])
+            name = ("orig", "swap")[o]
+            chosen = "tie" if a == b else ("A" if a > b else "B")
+            text = {"A": (r.c_pos, r.c_stress)[o], "B": (r.c_stress, r.c_pos)[o]}.get(chosen, "")
+            output |= {f"{name} chosen": f"{chosen}. {text}".rstrip(". "), f"{name} logit A": a,
+                       f"{name} logit B": b}
+        rows[r.item_id] = {"inputs": {"image": r.image_ref, "c+": r.c_pos, "stress": r.c_stress,
+                                      "type": r.stress_type},
+                           "output": output, "outcome": bool(outcome[i])}
+    return rows
 
 
 def _s3e_exemplar(s3e: S3EData, i: int, reason: str) -> dict[str, object]:

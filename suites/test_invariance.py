@@ -28,7 +28,7 @@ from faithtests.protocols.lgip.fixtures import (
     record_missing,
 )
 from faithtests.protocols.lgip.paraphrase import ParaphraseLabels
-from faithtests.protocols.lgip.results import ci_bars, paraphrase_indices, paraphrase_invariance
+from faithtests.protocols.lgip.results import ci_bars, pair_outputs, paraphrase_indices, paraphrase_invariance
 from faithtests.scorecard.model import Series
 from faithtests.scorecard.recording import Faith
 
@@ -56,6 +56,8 @@ def test_paraphrase_invariance(faith: Faith, invariance_scored: Scored, invarian
     est, summary = result.estimate, result.summary
     faith.metric("E_inv", est.value, ci=est.ci, n=est.n_pairs, higher_is_better=False, slice=slice_,
                  per_item=result.per_pair)
+    faith.outputs("E_inv", pair_outputs(scored.workload.pairs, scored.base, scored.perturbed,
+                                        result.per_pair.values), slice=slice_)
     if subset == "all" and summary.relative_increase_pct is not None:
         rel = summary.relative_increase_pct
         faith.metric("E_inv_rel_increase_pct", rel.value, ci=rel.ci, n=rel.n_pairs, higher_is_better=False,

@@ -156,6 +156,7 @@ def test_premise_accuracy(
         higher_is_better=split.startswith("misleading"),
     )
     faith.items(f"{name}_correct", {r.item_id: float(v) for r, v in zip(recs, per_item[m], strict=True)})
+    faith.outputs(name, _outputs(run, recs, per_item[m]))
     wrong = [j for j in np.argsort(per_item[m])[:4] if per_item[m][j] < 1]
     faith.exemplars([_exemplar(run, recs[j], f"correct in {per_item[m][j]:.0%} of shuffles") for j in wrong])
     if variant == "base":  # the pgla variant is a diagnostic intervention (§5): recorded, gated by nothing
@@ -362,18 +363,35 @@ def _variant_exemplar(vr: VariantRun, j: int) -> dict[str, object]:
     }
 
 
+def _option(r: PremiseRecord, index: int) -> str:
+    """``"C. the option's text"``, or ``"no answer (tied top logit)"``."""
+    return f"{LETTERS[index]}. {r.options[index]}" if index >= 0 else "no answer (tied top logit)"
+
+
+def _outputs(run: ChoiceRun, recs: list[PremiseRecord], per_item: np.ndarray) -> dict[str, dict[str, object]]:
+    """Item-log rows: the stimulus, question and options, the option chosen in the fixed order and the
+    letters chosen under the shuffles (mapped back to the canonical order); outcome: correct share."""
+    pos = {r.item_id: i for i, r in enumerate(run.records)}
+    picked = answers(run.logits[[pos[r.item_id] for r in recs]])  # [n, orders]
+    return {r.item_id: {
+        "inputs": {"image": r.stimulus_id, "question": r.question,
+                   "options": " | ".join(f"{k}. {o}" for k, o in zip(LETTERS, r.options, strict=True))},
+        "output": {"answer": _option(r, int(a[0])),
+                   "shuffles": [LETTERS[int(x)] if x >= 0 else "tie" for x in a[1:]]},
+        "outcome": float(v)} for r, a, v in zip(recs, picked, per_item, strict=True)}
+
+
 def _exemplar(run: ChoiceRun, r: PremiseRecord, reason: str) -> dict[str, object]:
     i = run.records.index(r)
     media = r.load_media()
-    lg = run.logits[i, 0]
+    chosen = int(answers(run.logits[i, 0]))
     return {
         "image": media[0] if media else None,
         "texts": {
             "question": r.question,
-            "options": " | ".join(f"{k}. {o}" for k, o in zip(LETTERS, r.options, strict=True)),
-            "gold": r.correct_answer,
+            "answer (fixed order)": _option(r, chosen),
+            "gold": _option(r, r.correct_index),
             "split": r.split,
         },
-        "scores": {f"logit {k}": float(v) for k, v in zip(LETTERS, lg, strict=True)},
         "reason": reason,
     }

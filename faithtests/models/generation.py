@@ -32,6 +32,7 @@ from faithtests.models.interfaces import Hooks, Prompt
 from faithtests.models.prefix import ForwardRunner
 from faithtests.models.prompting import EncodedBatch
 from faithtests.models.step_contrast import StepContrast, StepContrastLogits, StepReader, step_contrast
+from faithtests.progress import call_reported, call_share
 
 
 class GenerationHost(Protocol):
@@ -90,6 +91,31 @@ class ContrastLogits:
         return torch.cat([final, forced])
 
 
+class DecodeSteps:
+    """A ``generate`` streamer that only reports progress (``progress.call_share``): after decoding step
+    t, each of the batch's ``rows`` counts as t / ``max_new_tokens`` done (an upper bound on the steps
+    left until the batch ends, when the caller reports it whole). It reads no token and changes nothing;
+    passed only while the progress is shown (:func:`streamer`)."""
+
+    def __init__(self, before: int, rows: int, max_new_tokens: int, total: int) -> None:
+        self.before, self.rows, self.total = before, rows, total
+        self.max_new_tokens = max(max_new_tokens, 1)
+        self.steps = -1  # generate's first put is the prompt
+
+    def put(self, value: Any) -> None:
+        self.steps += 1
+        if self.steps:
+            call_share(self.before + self.rows * min(self.steps / self.max_new_tokens, 1.0), self.total)
+
+    def end(self) -> None:
+        pass
+
+
+def streamer(before: int, rows: int, max_new_tokens: int, total: int) -> dict[str, Any]:
+    """``generate`` keyword arguments for the decoding-step progress: none when nobody reads it."""
+    return {"streamer": DecodeSteps(before, rows, max_new_tokens, total)} if call_reported() else {}
+
+
 def kind_runs(prompts: Sequence[Prompt], start: int, stop: int) -> list[list[int]]:
     """Consecutive index runs in [start, stop) whose prompts all have images or all have none, in order
     (a processor call takes one kind; keeping runs consecutive keeps the output order)."""
@@ -140,11 +166,12 @@ def greedy_texts(
                 out = host.model.generate(
                     **host.runner.to_device(enc.inputs), max_new_tokens=max_new_tokens, do_sample=False,
                     num_beams=1, pad_token_id=tok.pad_token_id, temperature=None, top_p=None, top_k=None,
-                    **extra,
+                    **extra, **streamer(len(texts), len(rows), max_new_tokens, len(prompts)),
                 )
             new = out[: len(rows), enc.inputs["input_ids"].shape[1] :]
             for r, seq in zip(rows, new, strict=True):
                 texts[r] = tok.decode(seq, skip_special_tokens=True).strip()
+            call_share(len(texts), len(prompts))
     return [texts[i] for i in range(len(prompts))]
 
 
@@ -172,12 +199,14 @@ def stepped_texts(host: GenerationHost, prompts: Sequence[Prompt], max_new_token
                         **host.runner.to_device(enc.inputs), max_new_tokens=max_new_tokens, do_sample=False,
                         num_beams=1, pad_token_id=tok.pad_token_id, temperature=None, top_p=None,
                         top_k=None, logits_processor=LogitsProcessorList([proc]),
+                        **streamer(len(texts), len(rows), max_new_tokens, len(prompts)),
                     )
             finally:
                 handle.remove()
             new = out[:, enc.inputs["input_ids"].shape[1] :]
             for r, seq in zip(rows, new, strict=True):
                 texts[r] = tok.decode(seq, skip_special_tokens=True).strip()
+            call_share(len(texts), len(prompts))
     return [texts[i] for i in range(len(prompts))]
 
 
@@ -200,4 +229,5 @@ def captured_rows(host: GenerationHost, prompts: Sequence[Prompt], hooks: Hooks 
             if missing:
                 raise RuntimeError(f"no attention captured for layers {missing}")
             out += split_rows([ctx.captured[i] for i in range(layers)], enc.spans)
+            call_share(len(out), len(prompts))
     return out

@@ -49,6 +49,7 @@ from faithtests.models.store import (
     model_namespace,
 )
 from faithtests.models.truncation import TruncationCounter, hf_lengths, known_limit
+from faithtests.progress import call_name, call_share, counted_call
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -197,6 +198,7 @@ class HFVisionLanguageModel:
                 compute: Callable[[list[int]], list[Any]], codec: Any = ARRAY_CODEC) -> list[Any]:
         """``compute(indices)`` for the rows the store does not hold; all ``n`` rows when there is no
         store (then no key is computed: hashing images costs time)."""
+        compute = counted_call(compute, call_name(kind), self.spec)  # a progress stage per computation
         if self.store is None:
             return compute(list(range(n)))
         hk, owner = hooks_key(hooks), self.store_namespace
@@ -242,6 +244,7 @@ class HFVisionLanguageModel:
                 outs[r] = out[j]
                 if st is not None:
                     states[r] = st[:, j]
+            call_share(len(outs), len(prompts))
         order = range(len(prompts))
         stacked = torch.stack([outs[i] for i in order])
         return stacked, (torch.stack([states[i] for i in order], dim=1) if want_states else None)

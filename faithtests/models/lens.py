@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from faithtests.progress import call_share
+
 
 class LensUnsupported(TypeError):
     """The model exposes no final norm or unembedding the lens can use."""
@@ -84,5 +86,8 @@ def lens_probs(
     """P_l(token) = softmax(z_l)[token] (Eq. 4) over the full vocabulary, for each id in ``token_ids``:
     states [L, N, D] → [L, N, len(token_ids)] (chunked: never the whole [L, N, V] at once)."""
     ids = torch.tensor(list(token_ids), dtype=torch.long)
-    outs = [torch.softmax(z, dim=-1)[:, ids.to(z.device)].cpu() for z in _chunks(model, states, chunk)]
+    outs: list[torch.Tensor] = []
+    for z in _chunks(model, states, chunk):
+        outs.append(torch.softmax(z, dim=-1)[:, ids.to(z.device)].cpu())
+        call_share(len(outs) * chunk, states[..., 0].numel())  # progress of the caller's model_call
     return torch.cat(outs).reshape(*states.shape[:-1], len(ids))

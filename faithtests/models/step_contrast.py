@@ -34,6 +34,7 @@ import torch
 from faithtests.models.hooks import AttentionContext, attention_context, register_attention, residual_hooks
 from faithtests.models.interfaces import AttentionModifier, Contrast, Hooks, Prompt
 from faithtests.models.lens import final_norm, unembedding
+from faithtests.progress import call_share
 
 if TYPE_CHECKING:
     from faithtests.models.generation import GenerationHost
@@ -205,4 +206,5 @@ def first_step_aux(host: GenerationHost, prompts: Sequence[Prompt], hooks: Hooks
             handle.remove()
         for j, i in enumerate(rows):
             out.append(contrast.step(contrast.aux[i], reader.reading(j, 0, logits[j], cand)))
+        call_share(len(out), len(prompts))  # progress of the caller's model_call, if any
     return out

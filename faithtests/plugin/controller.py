@@ -18,11 +18,13 @@ import pytest
 
 from faithtests.config import foreign_option, setting
 from faithtests.config import settings as protocol_settings
+from faithtests.manifest import glossary_terms
 from faithtests.plugin import shard
 from faithtests.plugin.item_keys import wants_record
 from faithtests.plugin.lifecycle import ReportLock, missing_message
 from faithtests.plugin.option_table import DEVICE, DTYPE
 from faithtests.plugin.options import FAITH_THRESHOLDS, FaithOptions
+from faithtests.protocols import manifests
 from faithtests.scorecard.baseline import Comparison, compare
 from faithtests.scorecard.fingerprint import (
     build_fingerprint,
@@ -31,6 +33,8 @@ from faithtests.scorecard.fingerprint import (
     now_iso,
     thresholds_digest,
 )
+from faithtests.scorecard.glossary import GlossaryError, for_recorded, undefined_note
+from faithtests.scorecard.history_run import run_record
 from faithtests.scorecard.model import TestRecord, test_key
 from faithtests.scorecard.scorecard import Scorecard, atomic_write_text, write_scorecard
 from faithtests.scorecard.summary import summary_lines
@@ -72,6 +76,7 @@ class Controller:
         self.baseline = baseline
         self.start = now_iso()
         self.records: dict[str, TestRecord] = {}
+        self.outputs: dict[str, list[dict[str, Any]]] = {}  # test key -> item-log rows (item_report)
         self.models: dict[str, dict[str, dict[str, Any]]] = {}  # worker -> label -> info
         self.scorecard: Scorecard | None = None
         self.comparison: Comparison | None = None
@@ -139,6 +144,7 @@ class Controller:
                 dsession = self.config.pluginmanager.getplugin("dsession")  # xdist's loop stops on it
                 if dsession is not None and not getattr(dsession, "shouldstop", False):
                     dsession.shouldstop = f"faithtests: {exc}"
+        self.outputs[key], rec.outputs = rec.outputs, []  # to the item log, never the scorecard
         self.records[key] = rec
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -201,16 +207,30 @@ class Controller:
             fingerprint=self._fingerprint(),
             tests=list(self.records.values()),
             status=status,
+            run=run_record(self.opts.run_name, self.opts.step, self.start),
         ).sorted()
         path = baseline_file(self.opts.baseline) if self.opts.baseline is not None else None
         if self.baseline is not None and path is not None:
             self._gate(sc, self.baseline, path, session)
         self._insufficient(sc, session)
+        self._glossary(sc)
         self.scorecard = sc
         self._write(sc, session)
         self.lock.release()
         if self.opts.update_baseline and path is not None:
             self._update_baseline(sc, path, session, complete=status == "complete")
+
+    def _glossary(self, sc: Scorecard) -> None:
+        """The definitions of the recorded metrics (each protocol's glossary); a metric none defines is
+        "undefined" in the JSON and named in a note, never left out silently."""
+        try:
+            terms = glossary_terms(manifests())
+        except GlossaryError as exc:
+            self.notes.append(f"ERROR: metric glossary: {exc}")
+            terms = {}
+        sc.glossary, missing = for_recorded((r.metric for r in sc.results), terms)
+        if missing:
+            self.notes.append(undefined_note(missing))
 
     @staticmethod
     def _failed(session: pytest.Session) -> None:
@@ -359,6 +379,19 @@ class Controller:
         except Exception as exc:  # the JSON is written; report the HTML failure loudly, keep the run
             html_path.unlink(missing_ok=True)
             self.notes.append(f"ERROR: HTML rendering failed: {type(exc).__name__}: {exc}")
+        self._write_items(sc, out, session)
+
+    def _write_items(self, sc: Scorecard, out: Path, session: pytest.Session) -> None:
+        """The item log and its viewer (``faithtests.plugin.item_report``); a failure is an ERROR line."""
+        from faithtests.plugin.item_report import write_item_report  # lazy: jinja, only when writing
+
+        base = baseline_file(self.opts.baseline) if self.opts.baseline is not None else None
+        try:
+            self.written += write_item_report(out, sc, self.outputs, base, self.notes)
+        except OSError as exc:
+            self._write_failed("the item log", out / "items.jsonl.gz", exc, session)
+        except Exception as exc:  # the scorecard is written; say what broke, keep the run
+            self.notes.append(f"ERROR: item log or viewer failed: {type(exc).__name__}: {exc}")
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         if self.scorecard is None:
@@ -367,7 +400,8 @@ class Controller:
                 return
         else:
             verbose = config.get_verbosity() > 0
-            lines = summary_lines(self.scorecard, self.written, self.comparison, self.notes, full=verbose)
+            lines = summary_lines(self.scorecard, self.written, self.comparison, self.notes, full=verbose,
+                                  quiet=config.get_verbosity() < 0)
         terminalreporter.write_sep("=", "faithtests scorecard")
         for line in lines:
             red = line.startswith(("REGRESSION", "ERROR", "FAIL"))

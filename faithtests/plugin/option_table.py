@@ -159,6 +159,20 @@ def _threads(raw: Any, source: Source) -> int | None:
     return value
 
 
+def _run_name(raw: Any, source: Source) -> str:
+    """A run name as given (stripped); empty means the default (the model labels)."""
+    text = str(raw or "").strip()
+    if not text.isprintable():
+        raise pytest.UsageError(f"{source.label}: {text!r} holds a control character")
+    return text
+
+
+def _step(raw: Any, source: Source) -> int | None:
+    """A whole number >= 0, or None when not set."""
+    text = str(raw or "").strip()
+    return to_int(text, source.label, 0) if text else None
+
+
 def _cache(raw: Any, source: Source) -> Path | None:
     """The cache folder as given (not resolved: the store keeps the path), a symlink loop refused."""
     text = str(raw or "").strip() if not source.cli else str(raw or "")
@@ -170,8 +184,16 @@ def _cache(raw: Any, source: Source) -> Path | None:
 
 
 # -- the declarations ---------------------------------------------------------------------------------
-REPORT = Option("faith_report", "scorecard directory (default: faith-report/)", "faith-report",
-                parse=_path("--faith-report"), metavar="DIR", section="report and baseline")
+REPORT = Option("faith_report", "scorecard directory, used as given (default: faith-report/, or "
+                "faith-report/RUN-NAME[-step-N]/ when faith-report/ holds another run's report)", "",
+                parse=_path("--faith-report"), metavar="DIR", section="report and baseline",
+                doc_default="`faith-report/` (another run's: `faith-report/RUN-NAME[-step-N]/`)")
+RUN_NAME = Option("faith_run_name", "name of this run in its scorecard and in `faithtests history` (default: "
+                  "the model labels joined by +, with -seedN for a seed other than 0)", "", parse=_run_name,
+                  metavar="NAME", section="report and baseline", doc_default="the model labels")
+STEP = Option("faith_step", "training step (or any whole-number position) of the checkpoint this run tests; "
+              "`faithtests history` orders runs by it", "", parse=_step, metavar="N",
+              section="report and baseline")
 BASELINE = Option("faith_baseline", "baseline scorecard.json (or its directory) to gate against", "",
                   parse=_path("--faith-baseline"), metavar="FILE", section="report and baseline")
 UPDATE_BASELINE = Option(
@@ -266,12 +288,15 @@ DEVICE_MAP = Option("faith_device_map",
                     f"HF VLMs: device_map for from_pretrained ({', '.join(DEVICE_MAPS)}); spreads a model "
                     "over the visible GPUs (needs accelerate)", "", parse=_text, metavar="MAP",
                     ini_help="HF VLM device_map (see --faith-device-map)", section="scale-out")
-NO_PROGRESS = Option("faith_no_progress", "no progress lines for long model stages (also off with -q)", False,
+NO_PROGRESS = Option("faith_no_progress",
+                     "no progress lines for long model stages (also off with -qq and when the output is "
+                     "not a terminal)", False,
                      kind="flag", ini=False, parse=lambda raw, _: bool(raw), section="run")
 
 #: The plugin's own options, in --help order.
 PLUGIN_OPTIONS: tuple[Option, ...] = (
-    REPORT, BASELINE, UPDATE_BASELINE, TOLERANCE, GATE, THRESHOLDS, MODEL, VLM, DATA, LIMIT, SEED,
+    REPORT, RUN_NAME, STEP, BASELINE, UPDATE_BASELINE, TOLERANCE, GATE, THRESHOLDS, MODEL, VLM, DATA, LIMIT,
+    SEED,
     ALLOW_MISSING, ALLOW_MISMATCH, REGRESSION, REGRESSION_ALL, ALLOW_INSUFFICIENT, FORCE_UPDATE_BASELINE,
     MAX_EXEMPLARS, DEFAULT_THRESHOLDS_FILE, DEVICE, DTYPE, BATCH_SIZE, THREADS, CACHE, NO_VLM_SCORER,
     SHARD, RAY, RAY_ACTORS, RAY_GPUS, DEVICE_MAP, NO_PROGRESS,

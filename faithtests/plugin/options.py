@@ -15,10 +15,12 @@ from typing import Any, Literal, cast
 
 import pytest
 
-from faithtests.config import RunConfig, setting, setting_source
+from faithtests.config import RunConfig, Source, setting, setting_source
+from faithtests.data.names import DataNameError, resolve_path
 from faithtests.plugin import option_table as o
 from faithtests.plugin.model_spec import DEFAULT_SCORER, DEFAULT_VLM, ModelSpec, Role
 from faithtests.scorecard.baseline import Tolerance
+from faithtests.scorecard.history_run import DEFAULT_ROOT, default_report_dir, default_run_name
 from faithtests.scorecard.model import GateMode
 from faithtests.scorecard.recording import json_safe
 from faithtests.scorecard.thresholds import Thresholds
@@ -56,6 +58,8 @@ class FaithOptions:
     force_update_baseline: bool = False  # --faith-force-update-baseline: write it despite the refusals
     report_named: bool = False  # --faith-report was given on the command line
     cache: Path | None = None  # --faith-cache / ini faith_cache, as given (None: off)
+    run_name: str = ""  # --faith-run-name, or the default (the model labels): the scorecard's run name
+    step: int | None = None  # --faith-step: the checkpoint's training step
 
     @property
     def regression_gate(self) -> GateMode:
@@ -101,13 +105,26 @@ def _models(config: pytest.Config) -> tuple[tuple[ModelSpec, ...], tuple[ModelSp
     return models, vlms
 
 
+def _default_report(where: Source, run_name: str, step: int | None) -> Path:
+    """``faith-report/`` beside the ini file (else the invocation folder), unless it holds another run's
+    report (:func:`~faithtests.scorecard.history_run.default_report_dir`); a symlink loop is a usage error."""
+    try:
+        root = resolve_path(where.base, DEFAULT_ROOT, "--faith-report")
+    except DataNameError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return default_report_dir(root, run_name, step)
+
+
 def parse_options(config: pytest.Config) -> FaithOptions:
     """Read every faithtests option of the plugin; malformed values raise :class:`pytest.UsageError`
     (the first malformed one, in the order below)."""
     report, where = setting_source(config, o.REPORT)
-    report = report or (config.invocation_params.dir / "faith-report").resolve()
     tolerance, gate = setting(config, o.TOLERANCE), setting(config, o.GATE)
     models, vlms = _models(config)
+    named = [m.label for m in (*models, *vlms)] or [DEFAULT_SCORER, DEFAULT_VLM]
+    run_name = setting(config, o.RUN_NAME) or default_run_name(named, setting(config, o.SEED))
+    step = setting(config, o.STEP)
+    report = report or _default_report(where, run_name, step)
     data, regression = setting(config, o.DATA), setting(config, o.REGRESSION)
     baseline, update = setting(config, o.BASELINE), setting(config, o.UPDATE_BASELINE)
     thresholds_file = setting(config, o.THRESHOLDS)
@@ -122,6 +139,7 @@ def parse_options(config: pytest.Config) -> FaithOptions:
         regression_all=setting(config, o.REGRESSION_ALL),
         allow_insufficient=setting(config, o.ALLOW_INSUFFICIENT),
         force_update_baseline=setting(config, o.FORCE_UPDATE_BASELINE), report_named=where.cli,
+        run_name=run_name, step=step,
         cache=setting(config, o.CACHE),
     )
 

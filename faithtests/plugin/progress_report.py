@@ -1,16 +1,21 @@
 """Progress of long model stages in the terminal (hooks only; the stages report through
 :mod:`faithtests.progress`).
 
-What is printed: ``[faith] S3E forced choice reference:vlm 120/480 (35/s, ETA 10s)`` while a stage runs
-and ``[faith] S3E forced choice reference:vlm 480/480 in 13s (36/s)`` when it ends; a stage shorter than
-``MIN_SECONDS`` prints nothing, so fast runs and unit tests stay quiet. Off with ``-q`` and with
-``--faith-no-progress``; results never depend on it (the run layers report, they do not change what
-they compute).
+What is printed: ``[faith] test 3/19 ~2 min | S3E forced choice reference:vlm 120/480 (35/s, ETA 10s)``
+while a stage runs and ``[faith] test 3/19 ~2 min | S3E forced choice reference:vlm 480/480 in 13s
+(36/s)`` when it ends. ``test 3/19 ~2 min`` is the run: the test running (3rd of the 19 collected) and
+the time left (:class:`faithtests.progress.RunProgress`, from the finished tests' durations, each test
+of the group of :func:`run_group` or, under xdist, of its ``xdist_group``; ``estimating…`` until it can
+be estimated). Each line fits the
+terminal width: the stage's label is shortened, never the run part, the count, the rate or the ETA. A
+stage shorter than ``MIN_SECONDS`` prints nothing, so fast runs and unit tests stay quiet. Only on a
+terminal (a TTY): nothing with ``-q``, with ``--faith-no-progress`` or when the output is not a TTY (a
+CI log, a pipe); results never depend on it (the run layers report, they do not change what they
+compute).
 
-- Serial run, terminal is a TTY: one line rewritten in place while the stage runs, left as its final
-  line when it ends. Not a TTY (CI logs): a line at most every ``LOG_INTERVAL`` seconds per stage and
-  one at its end. Lines always start on a fresh line and end with a newline, so pytest's own output
-  (test letters, ``[ 50%]``) goes on around them, as it does around live logging.
+- Serial run: one line rewritten in place while the stage runs, left as its final line when it ends.
+  Lines always start on a fresh line and end with a newline, so pytest's own output (test letters,
+  ``[ 50%]``) goes on around them, as it does around live logging.
 - Under xdist the workers have no terminal. The controller hands each worker a directory in
   ``workerinput`` (``pytest_configure_node``); a worker appends its stages' events as JSON lines to
   ``<dir>/<workerid>.jsonl`` (appends of whole lines: a reader never sees half an event), and a daemon
@@ -35,8 +40,10 @@ from typing import IO, Any, Protocol
 import pytest
 
 from faithtests.config import setting
+from faithtests.plugin.distribution import group_of, model_stage
+from faithtests.plugin.model_spec import ModelSpec
 from faithtests.plugin.option_table import NO_PROGRESS
-from faithtests.progress import ProgressEvent, Sink, format_event, set_sink
+from faithtests.progress import ProgressEvent, RunProgress, Sink, fit_line, set_sink
 
 PREFIX = "[faith]"
 #: A stage shorter than this prints nothing (seconds).
@@ -64,9 +71,11 @@ class Printer:
     """Turns stage events into terminal lines (see the module docstring); ``live``: rewrite one line."""
 
     def __init__(self, tw: Writer, *, live: bool, clock: Callable[[], float] = time.monotonic,
-                 interval: float | None = None, min_seconds: float | None = None) -> None:
+                 interval: float | None = None, min_seconds: float | None = None,
+                 run: Callable[[], str] | None = None) -> None:
         self.tw = tw
         self.live = live
+        self.run = run  # the run part of each line ("3/19 ~2 min"), "" for none
         self.clock = clock
         self.interval = LOG_INTERVAL if interval is None else interval
         self.min_seconds = MIN_SECONDS if min_seconds is None else min_seconds
@@ -75,22 +84,27 @@ class Printer:
 
     def update(self, event: ProgressEvent, who: str | None = None) -> None:
         key = (who or "", *event.key)
-        text = f"{PREFIX} {who} {format_event(event)}" if who else f"{PREFIX} {format_event(event)}"
         if event.finished:
             self._last.pop(key, None)
             if event.elapsed >= self.min_seconds or self._shown is not None:
-                self._line(text)
+                self._line(self.text(event, who))
             return
         if event.elapsed < self.min_seconds:
             return
         if self.live:
-            self._live(text)
+            self._live(self.text(event, who))
             return
         now = self.clock()
         last = self._last.get(key)
         if (event.elapsed if last is None else now - last) >= self.interval:
-            self._line(text)
+            self._line(self.text(event, who))
             self._last[key] = now
+
+    def text(self, event: ProgressEvent, who: str | None = None) -> str:
+        """The line of ``event``: prefix, the run part, the worker, the stage, fitted to the width."""
+        run = self.run() if self.run is not None else ""
+        head = f"{PREFIX} " + (f"{run} | " if run else "") + (f"{who} " if who else "")
+        return fit_line(head, event, self.width())
 
     def close(self) -> None:
         """End a live line left on screen (a stage that never reported its end)."""
@@ -98,12 +112,11 @@ class Printer:
             self.tw.write("\n", flush=True)
             self._shown = None
 
-    def _fit(self, text: str) -> str:
-        width = max(self.tw.fullwidth - 1, 20)
-        return text if len(text) <= width else text[: width - 1] + "…"
+    def width(self) -> int:
+        """Characters a line may take: one less than the terminal's, so it never wraps."""
+        return max(self.tw.fullwidth - 1, 40)
 
     def _live(self, text: str) -> None:
-        text = self._fit(text)
         if self._shown is None:
             if self.tw.width_of_current_line != 0:
                 self.tw.line()
@@ -114,7 +127,6 @@ class Printer:
 
     def _line(self, text: str) -> None:
         if self._shown is not None:
-            text = self._fit(text)
             self.tw.write("\r" + text.ljust(len(self._shown)) + "\n", flush=True)
             self._shown = None
         else:
@@ -135,10 +147,31 @@ class _State:
         self.printer: Printer | None = None
         self.worker_file: IO[str] | None = None
         self.offsets: dict[Path, int] = {}
+        self.run: RunProgress | None = None
+        self.collected_nodes = 0  # xdist workers that reported their collection
+
+    def describe_run(self) -> str:
+        return self.run.describe() if self.run is not None else ""
+
+
+def terminal_is_tty(reporter: Any) -> bool:
+    """Whether pytest writes to a terminal (progress is shown there only)."""
+    return bool(reporter.isatty())
+
+
+def run_group(item: pytest.Item) -> str | None:
+    """The group of a test for the run's estimate: each model it is parametrised with and the fixtures
+    of the test that use it, with their parameters (:func:`.distribution.model_stage`): the tests of a
+    group share what its first test computes. None without a model."""
+    params: dict[str, object] = getattr(getattr(item, "callspec", None), "params", {})
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})  # pytest internals
+    keys = [f"{m.label}/{model_stage(list(getattr(item, 'fixturenames', ())), defs, fixture, params)}"
+            for fixture in ("faith_scorer", "faith_vlm") if isinstance(m := params.get(fixture), ModelSpec)]
+    return " + ".join(keys) or None
 
 
 def _wanted(config: pytest.Config) -> bool:
-    return not setting(config, NO_PROGRESS) and config.get_verbosity() >= 0
+    return not setting(config, NO_PROGRESS) and config.get_verbosity() >= -1  # on with -q, off with -qq
 
 
 @pytest.hookimpl(trylast=True)  # after the terminal reporter is registered
@@ -156,11 +189,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if not _wanted(config):
         return
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None:
+    if reporter is None or not terminal_is_tty(reporter):
         return
     tw = config.get_terminal_writer()
     state = _State(config, None)
-    state.printer = Printer(tw, live=bool(reporter.isatty()))
+    state.printer = Printer(tw, live=True, run=state.describe_run)
     capman = config.pluginmanager.get_plugin("capturemanager")
 
     def to_terminal(event: ProgressEvent) -> None:
@@ -170,6 +203,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     state.previous = set_sink(to_terminal)
     config.stash[_STATE] = state
+    config.pluginmanager.register(_RunTracker(state), "faithtests-progress-run")
     if hasattr(config.pluginmanager.hook, "pytest_configure_node"):  # xdist is active
         config.pluginmanager.register(_Controller(state), "faithtests-progress-controller")
 
@@ -185,6 +219,34 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         state.worker_file.close()
     if state.directory is not None:
         shutil.rmtree(state.directory, ignore_errors=True)
+
+
+# -- the run line: run stages known at collection, followed test by test ---------------------------------
+class _RunTracker:
+    """Registered where the progress is printed (serial run, or the xdist controller)."""
+
+    def __init__(self, state: _State) -> None:
+        self.state = state
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if session.items:  # an xdist controller collects nothing: its workers' ids come below
+            self.state.run = RunProgress({item.nodeid: run_group(item) for item in session.items})
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        state = self.state
+        state.collected_nodes += 1
+        if state.run is None:  # every worker collects the same tests; their ids end with the group
+            state.run = RunProgress({i: group_of(i) for i in ids})
+        state.run.workers = state.collected_nodes
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        if self.state.run is not None:
+            self.state.run.start(nodeid)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.state.run is not None:
+            self.state.run.add(report.nodeid, report.duration, last=report.when == "teardown")
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -39,6 +39,7 @@ from faithtests.plugin.item_keys import (
     wants_record,
 )
 from faithtests.plugin.lifecycle import check_comparable
+from faithtests.plugin.noise import quiet_library_noise
 from faithtests.plugin.option_table import register
 from faithtests.plugin.options import (
     FAITH_DECLARED,
@@ -80,6 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "suite(name): the behavioural suite of a test (default: module name without test_)"
     )
     config.addinivalue_line("markers", "slow: a long-running test (deselect with -m 'not slow')")
+    quiet_library_noise()  # library log lines that are only noise (faithtests.plugin.noise)
     opts = parse_options(config)
     config.stash[FAITH_OPTIONS] = opts
     config.stash[RUN_CONFIG] = run_config_of(opts)
@@ -305,4 +307,20 @@ def pytest_runtest_makereport(
     props += _record_properties(item, call, report, short)
     if props:  # a new list: the item's own user_properties must not carry these into later phases
         report.user_properties = [*report.user_properties, *props]
+    _one_line_check_failure(config, call, report)
     return report
+
+
+def _one_line_check_failure(config: pytest.Config, call: pytest.CallInfo[None],
+                            report: pytest.TestReport) -> None:
+    """A failed threshold check prints its one-line reason (metric, value, CI, threshold, labels), not
+    the test's source nor the output captured while models loaded: the scorecard holds the rest. Any
+    other failure (a real bug) keeps its traceback and output, and so does every failure under ``--tb``
+    other than the default, or ``--full-trace``."""
+    exc = call.excinfo.value if call.excinfo is not None else None
+    if not (report.failed and isinstance(exc, FaithCheckFailed) and call.when == "call"):
+        return
+    if getattr(config.option, "tbstyle", "auto") != "auto" or getattr(config.option, "fulltrace", False):
+        return
+    report.longrepr = f"faithtests check failed: {exc}"
+    report.sections = [s for s in report.sections if not s[0].startswith("Captured ")]

@@ -2,12 +2,13 @@
 
 Pure Python (no torch, no pytest): a scorecard can be read, compared, merged and rendered without the
 run that produced it. ``html`` (jinja2) is imported on demand, not here; :func:`load` gives tidy
-pandas tables of a scorecard (pandas imported when a table is built).
+pandas tables of a scorecard and :func:`load_many` one table of several runs (pandas imported when a
+table is built).
 """
 
 from faithtests.scorecard.baseline import Comparison, Tolerance, compare
 from faithtests.scorecard.comparison_text import format_comparison
-from faithtests.scorecard.frames import LoadedScorecard, deltas_frame, load
+from faithtests.scorecard.frames import LoadedScorecard, deltas_frame, load, load_many
 from faithtests.scorecard.model import (
     SCHEMA_VERSION,
     Exemplar,
@@ -45,6 +46,7 @@ __all__ = [
     "deltas_frame",
     "format_comparison",
     "load",
+    "load_many",
     "load_thresholds",
     "merge_scorecards",
     "read_scorecard",

@@ -2,20 +2,25 @@
 
 >>> card = faithtests.scorecard.load("reports/ckpt-0420")          # doctest: +SKIP
 >>> card.results_frame().query("suite == 'invariance'")            # doctest: +SKIP
+>>> faithtests.scorecard.load_many(["reports/ckpt-*"])             # doctest: +SKIP
 
 One row per recorded metric (:meth:`LoadedScorecard.results_frame`) or per item outcome
 (:meth:`LoadedScorecard.items_frame`), each with ``run`` / ``suite`` / ``test`` / ``model`` /
-``variant`` columns, so frames of several runs concatenate and group cleanly. pandas is imported when
-a frame is built, never by ``import faithtests``.
+``variant`` columns, so frames of several runs concatenate and group cleanly; :func:`load_many` reads
+several runs into one frame with their ``step`` / ``started`` / ``source``, in history order (step,
+then start time). pandas is imported when a frame is built, never by ``import faithtests``.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from faithtests.scorecard.baseline import Comparison
+from faithtests.scorecard.history_run import expand_runs, order_key, run_identity, run_label, unique_labels
 from faithtests.scorecard.scorecard import Scorecard, read_scorecard, scorecard_path
 
 if TYPE_CHECKING:
@@ -24,6 +29,7 @@ if TYPE_CHECKING:
 RESULT_COLUMNS = ("run", "suite", "test", "outcome", "model", "variant", "metric", "slice", "value",
                   "ci_lo", "ci_hi", "n", "higher_is_better", "op", "threshold", "passed", "gate",
                   "inconclusive", "detectable_diff")
+MANY_COLUMNS = ("step", "started", "source")  # load_many: after "run"
 ITEM_COLUMNS = ("run", "suite", "test", "model", "variant", "item_set", "item", "outcome", "value")
 DELTA_COLUMNS = ("suite", "test", "model", "variant", "metric", "slice", "baseline", "current", "delta",
                  "higher_is_better", "status", "basis", "delta_ci_low", "delta_ci_high", "ci_status",
@@ -43,6 +49,19 @@ class LoadedScorecard:
 
     scorecard: Scorecard
     run: str
+    source: Path | None = None  # the scorecard file it was read from
+
+    @property
+    def step(self) -> int | None:
+        """The run's recorded ``--faith-step`` (None when not given or not recorded)."""
+        ident = run_identity(self.scorecard.run)
+        return ident[1] if ident is not None else None
+
+    @property
+    def started(self) -> str | None:
+        """When the run started (``run.started``, else the fingerprint's ``start``)."""
+        started = self.scorecard.run.get("started") or self.scorecard.fingerprint.get("start")
+        return str(started) if started else None
 
     def results_frame(self) -> pd.DataFrame:
         """One row per metric result; ``value`` / CI bounds are NaN where a metric was undefined and
@@ -87,7 +106,40 @@ class LoadedScorecard:
 def load(path: str | os.PathLike[str], run: str | None = None) -> LoadedScorecard:
     """Read a report directory or ``scorecard.json``; ``run`` defaults to the report folder's name."""
     sc = read_scorecard(path)
-    return LoadedScorecard(sc, run if run is not None else scorecard_path(path).resolve().parent.name)
+    source = scorecard_path(path)
+    return LoadedScorecard(sc, run if run is not None else source.resolve().parent.name, source)
+
+
+def read_runs(paths: Sequence[str | os.PathLike[str]]) -> list[LoadedScorecard]:
+    """Scorecards of several runs (report folders, ``scorecard.json`` files or globs: see
+    :func:`~faithtests.scorecard.history_run.expand_runs`) in history order: runs with a ``--faith-step``
+    by step, then the others, by start time. ``run`` is the recorded run name (else the folder's name),
+    with ``#2``, ``#3`` when two runs share one. An unreadable file raises :class:`ScorecardError`, a
+    path that names nothing :class:`~faithtests.scorecard.history_run.RunPathError`."""
+    cards = [(f, read_scorecard(f)) for f in expand_runs(paths)]
+    cards.sort(key=lambda fc: order_key(fc[1].run, fc[1].fingerprint, fc[0]))
+    labels = unique_labels([run_label(sc.run, f) for f, sc in cards])
+    return [LoadedScorecard(sc, label, f) for (f, sc), label in zip(cards, labels, strict=True)]
+
+
+def load_many(paths: Sequence[str | os.PathLike[str]]) -> pd.DataFrame:
+    """One row per recorded metric of every run (:func:`read_runs`), in history order: the
+    :meth:`LoadedScorecard.results_frame` columns with ``step`` (Int64), ``started`` and ``source``
+    after ``run``. Overall rows have ``slice`` None; pivot with ``model`` (and ``test``) in the index, never
+    averaged across them (see docs/reports.md, "Scorecards in pandas")."""
+    import pandas as pd  # lazy: pandas, only when a table is built (never on import faithtests)
+
+    frames = []
+    for card in read_runs(paths):
+        frame = card.results_frame()
+        frame.insert(1, "step", card.step)
+        frame.insert(2, "started", card.started)
+        frame.insert(3, "source", str(card.source))
+        frames.append(frame)
+    columns = [*RESULT_COLUMNS[:1], *MANY_COLUMNS, *RESULT_COLUMNS[1:]]
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+    out["step"] = out["step"].astype("Int64")
+    return out[columns]
 
 
 def deltas_frame(comparison: Comparison) -> pd.DataFrame:

@@ -6,12 +6,16 @@ from ``data:``), so a stray external reference fails loudly in a browser instead
 Thumbnails are the data-URI images the recorder already shrank; anything that is not a data URI of
 an image is shown as text, never as a ``src``.
 
-The first screen answers "ship or not": one verdict row per model/variant naming (and linking) every
-failed check and regression (:mod:`faithtests.scorecard.render_verdict`), then the run's counts, with
-unusable inputs counted once per dataset (:mod:`faithtests.scorecard.coverage`). Then one collapsible
-section per suite (:mod:`faithtests.scorecard.render_sections`): a metric table pivoted so each
-model/variant is a column (every failed check included), slice breakdowns, plots, invalid-input counts,
-test outcomes and exemplars. Sections fold with ``<details>``: no script needed, so the CSP stays strict.
+The first screen answers "ship or not": one banner (SHIP / DO NOT SHIP / INSUFFICIENT DATA, with the
+count of failing checks and regressions), then one verdict row per model/variant naming (and linking)
+every failed, insufficient and inconclusive check and regression
+(:mod:`faithtests.scorecard.render_verdict`), a table filter, then the run's counts, with unusable
+inputs counted once per dataset (:mod:`faithtests.scorecard.coverage`). Then one collapsible section per
+suite (:mod:`faithtests.scorecard.render_sections`), open only when it needs a look: a metric table
+pivoted so each model/variant is a column (every failed check included, each metric name carrying its
+glossary definition), the suite's glossary, slice breakdowns, plots (with the baseline's values when
+there is one), invalid-input counts, test outcomes and exemplars. Sections fold with ``<details>``; the
+filter and the image check are the one inline script, pinned by hash, so the CSP stays strict.
 """
 
 from __future__ import annotations
@@ -27,9 +31,9 @@ from markupsafe import Markup
 
 from faithtests.scorecard.baseline import MetricDelta, Tolerance, compare
 from faithtests.scorecard.coverage import coverage_line, input_coverage, truncation_lines
-from faithtests.scorecard.model import GateMode, TestRecord
+from faithtests.scorecard.model import GateMode, TestRecord, test_key
 from faithtests.scorecard.render_sections import SuiteView, suite_view
-from faithtests.scorecard.render_verdict import regression_key, regression_rows, verdicts
+from faithtests.scorecard.render_verdict import regression_key, regression_rows, ship_banner, verdicts
 from faithtests.scorecard.render_views import Key, delta_index, fmt, node_function, slug
 from faithtests.scorecard.scorecard import Scorecard
 
@@ -93,13 +97,14 @@ def _counts(sc: Scorecard, suites: list[SuiteView]) -> dict[str, Any]:
 
 
 def _suites(sc: Scorecard, deltas: dict[Key, MetricDelta] | None, max_exemplars: int,
-            max_image_chars: int) -> list[SuiteView]:
+            max_image_chars: int, baseline: Scorecard | None) -> list[SuiteView]:
     by_suite: dict[str, list[TestRecord]] = defaultdict(list)
     for t in sc.tests:
         by_suite[t.suite].append(t)
     seen: dict[str, str] = {}  # exemplar cards already shown, page-wide
+    base = {test_key(t.test): t for t in baseline.tests} if baseline is not None else None
     return [
-        suite_view(name, tests, deltas, seen, max_exemplars, max_image_chars)
+        suite_view(name, tests, deltas, seen, max_exemplars, max_image_chars, sc.glossary, base)
         for name, tests in sorted(by_suite.items())
     ]
 
@@ -126,15 +131,17 @@ def render_html(
     sc = scorecard.sorted()
     comparison = compare(sc, baseline, tolerance, gate=gate) if baseline is not None else None
     deltas = delta_index(comparison.deltas) if comparison is not None else None
-    suites = _suites(sc, deltas, max_exemplars, max_image_chars)
+    suites = _suites(sc, deltas, max_exemplars, max_image_chars, baseline)
     anchors = {k: v for s in suites for k, v in s.anchors.items()}
     suite_anchor = {s.name: s.anchor for s in suites}
     env = _environment()
+    rows = verdicts(sc, anchors, suite_anchor, [regression_key(r) for r in sc.regressions])
     return env.get_template("scorecard.html.j2").render(
         title=title,
         sc=sc,
         suites=suites,
-        verdicts=verdicts(sc, anchors, suite_anchor, [regression_key(r) for r in sc.regressions]),
+        verdicts=rows,
+        banner=ship_banner(rows, sc.status, len(sc.regressions)),
         **_assets(env),
         **_counts(sc, suites),
         regressions=regression_rows(sc, anchors, suite_anchor),

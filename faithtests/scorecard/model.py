@@ -359,6 +359,9 @@ class TestRecord:
     models: dict[str, dict[str, Any]] = field(default_factory=dict)  # spec -> fingerprint info
     message: str = ""  # failure message (short), when the test failed
     dataset: str = ""  # the test's dataset parameter ("world", "coco", ...); "" when it has none
+    # per-item outputs (faithtests.scorecard.item_log rows): ride to the controller with the record, which
+    # moves them to the run's item log; never in scorecard.json
+    outputs: list[dict[str, Any]] = field(default_factory=list)
 
     __test__ = False  # not a pytest test class
 
@@ -376,7 +379,7 @@ class TestRecord:
             "items": self.items,
             "models": self.models,
             "message": self.message,
-        }
+        } | ({"outputs": self.outputs} if self.outputs else {})
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TestRecord:
@@ -393,4 +396,5 @@ class TestRecord:
             items={str(k): dict(v) for k, v in d.get("items", {}).items()},
             models={str(k): dict(v) for k, v in d.get("models", {}).items()},
             message=str(d.get("message", "")),
+            outputs=[dict(o) for o in d.get("outputs", [])],
         )

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from faithtests.scorecard.model import Plot
+from faithtests.scorecard.model import Op, Plot
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 RIGHT, LEFT_MIN, PLOT_H = 16, 64, 200
@@ -20,6 +20,8 @@ CHAR = 0.62  # average glyph width in em: above DejaVu/Liberation Sans' mean, so
 LABEL_CHARS = 28  # categorical tick labels are cut to this; the full text is in a <title> tooltip
 SIN, COS = math.sin(math.radians(35)), math.cos(math.radians(35))  # x labels rotate by -35°
 OP_TEXT = {">=": "≥", ">": ">", "<=": "≤", "<": "<"}
+# verdict colours: the same hex values as the page's badges and banner (style.css.j2)
+STATUS_COLOR = {"pass": "#2e7d32", "fail": "#c62828", "insufficient": "#c79100", "none": "#555555"}
 
 
 def esc(text: object) -> str:
@@ -38,6 +40,20 @@ def fmt(v: float) -> str:
     if v == 0:
         return "0"
     return f"{v:.3g}"
+
+
+@dataclass(frozen=True)
+class ThresholdLine:
+    """A check's threshold on a plot's value axis; ``series`` limits it to one series (its own threshold)."""
+
+    value: float
+    op: Op
+    series: str | None = None
+
+    @property
+    def label(self) -> str:
+        who = f"{self.series}: " if self.series else ""
+        return f"{who}threshold {OP_TEXT[self.op]} {fmt(self.value)}"
 
 
 def text_width(text: str, size: float, bold: bool = False) -> float:

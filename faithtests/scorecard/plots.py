@@ -17,17 +17,17 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from faithtests.scorecard.model import Op, Plot, Series
+from faithtests.scorecard.model import Plot, Series
 from faithtests.scorecard.plot_axes import (
     COS,
     LABEL_CHARS,
     LEFT_MIN,
-    OP_TEXT,
     PALETTE,
     PLOT_H,
     RIGHT,
     SIN,
     Frame,
+    ThresholdLine,
     axes,
     cut,
     esc,
@@ -40,22 +40,9 @@ from faithtests.scorecard.plot_axes import (
     wrap,
     y_range,
 )
+from faithtests.scorecard.plot_dots import DotRow, render_dots
 
 __all__ = ["ThresholdLine", "nice_ticks", "render_plot", "text_width"]
-
-
-@dataclass(frozen=True)
-class ThresholdLine:
-    """A check's threshold on a plot's y axis; ``series`` limits it to one series (its own threshold)."""
-
-    value: float
-    op: Op
-    series: str | None = None
-
-    @property
-    def label(self) -> str:
-        who = f"{self.series}: " if self.series else ""
-        return f"{who}threshold {OP_TEXT[self.op]} {fmt(self.value)}"
 
 
 def _aligned(s: Series, notes: list[str]) -> tuple[list[float | str], list[float], list[float], list[float]]:
@@ -144,7 +131,7 @@ class _Layout:
 
 
 def _layout(plot: Plot, data: _Data, cats: list[str], width: int, subtitle: str,
-            thresholds: Sequence[ThresholdLine]) -> _Layout:
+            thresholds: Sequence[ThresholdLine], extra_y: Sequence[float] = ()) -> _Layout:
     if plot.kind == "bar":  # widen so each group of bars stays readable
         width = max(width, LEFT_MIN + RIGHT + len(cats) * (len(data) * 12 + 16))
     title = wrap(plot.title, int((width - 16) / text_width("x", 14, bold=True)), 2)
@@ -152,6 +139,7 @@ def _layout(plot: Plot, data: _Data, cats: list[str], width: int, subtitle: str,
     rows = legend_rows([s.name for s in plot.series], width)
     top = 8 + 18 * len(title) + (15 if sub else 0) + 15 * len(rows) + 12
     all_y = [v for _, y, lo, hi in data for v in (*y, *lo, *hi)] + [finite(t.value) for t in thresholds]
+    all_y += list(extra_y)
     yr = y_range(all_y, include_zero=plot.kind == "bar")
     tick_w = max((text_width(fmt(t), 11) for t in nice_ticks(*yr)), default=0.0) if yr else 0.0
     left = max(LEFT_MIN, 22 + 8 + tick_w)
@@ -233,18 +221,25 @@ def render_plot(
     width: int = 560,
     subtitle: str = "",
     thresholds: Sequence[ThresholdLine] = (),
+    baseline: Plot | None = None,
 ) -> str:
     """One :class:`Plot` as an ``<svg>`` string (line, grouped bar or scatter).
 
     ``subtitle`` is a second, smaller title line (the scorecard puts the test's dataset and parameters
-    there); ``thresholds`` are drawn and always lie inside the y axis."""
+    there); ``thresholds`` are drawn and always lie inside the y axis; ``baseline`` (the baseline run's
+    plot of the same name) draws each series it shares with ``plot`` as a dashed line (line, scatter) or
+    a hollow diamond per bar (bar), inside the axis too."""
     if plot.kind not in ("line", "bar", "scatter"):
         raise ValueError(f"plot {plot.title!r}: unknown kind {plot.kind!r} (line, bar or scatter)")
     notes: list[str] = []
     data = [_aligned(s, notes) for s in plot.series]
     numeric = plot.kind != "bar" and _is_numeric_x(data)
     cats = [] if numeric else _categories(data)
-    lay = _layout(plot, data, cats, width, subtitle, thresholds)
+    base = _baseline_data(plot, baseline, cats, numeric)
+    if plot.kind == "bar" and len(cats) == 1:  # one bar per series: rows of dots, zero in view
+        return render_dots(plot.title, _bar_rows(plot, data, thresholds, base), subtitle=subtitle,
+                           x_label=plot.y_label, width=width)
+    lay = _layout(plot, data, cats, width, subtitle, thresholds, [v for _, _, y in base for v in y])
     parts = _header(plot, lay, subtitle)
     if lay.yr is None:
         parts.append(
@@ -255,10 +250,63 @@ def render_plot(
     f = Frame(lay.width, lay.height, lay.left, lay.top, lay.bottom, *lay.yr)
     parts += axes(f, plot, _x_ticks(f, data, cats, numeric), lay.rotate)
     parts += _marks(f, plot, data, cats, numeric, thresholds)
+    parts += _baseline_marks(f, plot, base, cats, numeric)
     parts += _threshold_lines(f, thresholds, [s.name for s in plot.series], plot.kind == "bar")
     parts += _notes(f, lay.top, notes)
     parts.append("</svg>")
     return "".join(parts)
+
+
+_Base = list[tuple[int, list[float | str], list[float]]]  # (series index, x, y) of the baseline's series
+
+
+def _baseline_data(plot: Plot, baseline: Plot | None, cats: list[str], numeric: bool) -> _Base:
+    """The baseline's series that ``plot`` also has (by name), at x values ``plot`` can place."""
+    if baseline is None or baseline.kind != plot.kind:
+        return []
+    names = [s.name for s in plot.series]
+    out: _Base = []
+    for s in baseline.series:
+        if s.name not in names:
+            continue
+        xs, y, _, _ = _aligned(s, [])
+        keep = [i for i, x in enumerate(xs) if (not math.isnan(finite(x)) if numeric else str(x) in cats)]
+        out.append((names.index(s.name), [xs[i] for i in keep], [y[i] for i in keep]))
+    return out
+
+
+def _baseline_marks(f: Frame, plot: Plot, base: _Base, cats: list[str], numeric: bool) -> list[str]:
+    cat_pos = {c: i + 0.5 for i, c in enumerate(cats)}
+    band = min((f.px(1.0) - f.px(0.0)) * 0.8, 48.0 * len(plot.series))
+    w = band / max(len(plot.series), 1)
+    out: list[str] = []
+    for k, xs, y in base:
+        color = PALETTE[k % len(PALETTE)]
+        xpos = [finite(x) if numeric else cat_pos[str(x)] for x in xs]
+        pts = [(f.px(x), f.py(v)) for x, v in sorted(zip(xpos, y, strict=True)) if not math.isnan(v)]
+        if plot.kind == "bar":
+            pts = [(f.px(x) - band / 2 + (k + 0.5) * w, f.py(v)) for x, v in zip(xpos, y, strict=True)
+                   if not math.isnan(v)]
+            out += [f'<path class="baseline" d="M{x:.1f},{py - 5:.1f}l5,5l-5,5l-5,-5z" fill="#fff" '
+                    f'stroke="#111" stroke-width="1.5"><title>baseline {esc(plot.series[k].name)}</title>'
+                    "</path>"
+                    for x, py in pts]
+        elif pts:
+            out.append(f'<polyline class="baseline" points="{_pts(pts)}" fill="none" stroke="{color}" '
+                       f'stroke-width="1.5" stroke-dasharray="5 3" opacity="0.8">'
+                       f"<title>baseline: {esc(plot.series[k].name)}</title></polyline>")
+    return out
+
+
+def _bar_rows(plot: Plot, data: _Data, thresholds: Sequence[ThresholdLine], base: _Base) -> list[DotRow]:
+    """A one-category bar chart's series as dot rows, each with its own (else the plot's) threshold and
+    the baseline's value."""
+    common = next((t for t in thresholds if t.series is None), None)
+    own = {t.series: t for t in thresholds if t.series is not None}
+    base_y = {k: y[0] for k, _, y in base if y}
+    return [DotRow(s.name, y[0] if y else math.nan, lo[0] if lo else math.nan, hi[0] if hi else math.nan,
+                   own.get(s.name, common), base_y.get(k, math.nan))
+            for k, (s, (_, y, lo, hi)) in enumerate(zip(plot.series, data, strict=True))]
 
 
 def _line_or_scatter(

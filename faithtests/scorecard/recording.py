@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any, Literal, cast
 
 from faithtests.scorecard.coverage import NONFINITE, coverage_problem, short_of_data
+from faithtests.scorecard.item_log import output_row
 from faithtests.scorecard.kinds import is_fatal
 from faithtests.scorecard.model import (
     Exemplar,
@@ -93,6 +94,7 @@ class Faith:
         self._role = role
         self._declared = declared if declared is not None else {}
         self._infinite: dict[tuple[str, str | None, str, str], float] = {}  # metrics recorded as +-inf
+        self._output_keys: set[tuple[str, str | None, str, str, str]] = set()  # item-log rows recorded
 
     # -- labels -------------------------------------------------------------------------------------
     @property
@@ -344,6 +346,22 @@ class Faith:
             if v is None:
                 raise ValueError(f"items({name!r})[{iid!r}] is NaN; count it with faith.invalid() instead")
             store[iid] = v
+
+    def outputs(self, metric: str, rows: Mapping[Any, Mapping[str, Any]], *, slice: str | None = None) -> int:
+        """What the model answered on each item ``metric[slice]`` is computed over, for the run's item log
+        (``items.jsonl.gz``; never ``scorecard.json``): item id -> ``{"inputs": {...} by reference (image
+        ref / path, texts), "output": {...} (answer, chosen option, text, scores), "outcome": bool, number
+        or label, "invalid": kind or None}``, bounded by :mod:`faithtests.scorecard.item_log`. The rows of
+        one ``metric[slice]`` should number its result's ``n``. Returns the rows recorded."""
+        for item, payload in rows.items():
+            row = output_row(item, payload, metric=metric, slice=slice, model=self._model,
+                             variant=self._variant)
+            key = (metric, slice, self._model, self._variant, row["item"])
+            if key in self._output_keys:
+                raise ValueError(f"outputs({metric!r}): item {row['item']!r} recorded twice")
+            self._output_keys.add(key)
+            self.record.outputs.append(row)
+        return len(rows)
 
     def plot(self, title: str, kind: str = "line", series: Iterable[Series | Mapping[str, Any]] = (),
              x_label: str = "", y_label: str = "") -> Plot:

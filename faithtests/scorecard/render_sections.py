@@ -5,8 +5,9 @@ Rules the page keeps (issue 17):
 * every failed check is in the suite's main table: a failing slice (``AB_accuracy[orig]``) is shown
   there as well as under "Slice breakdowns";
 * a test's own plot is titled with its dataset and subtitled with its parametrised test, and shows the
-  threshold of the metric it plots; the automatic charts put one metric on one axis, with each model's
-  own threshold on its bars, so metrics of different thresholds or directions never share an axis;
+  threshold of the metric it plots; the automatic charts put one metric on one axis as compact dot rows
+  (zero always in view; each row's own threshold, its verdict's colour and, with a baseline, the
+  baseline's value), so metrics of different thresholds or directions never share an axis;
 * exemplars of a passing test are "hardest items", not failures, and a card identical to one shown
   earlier on the page is counted, not repeated;
 * invalid-input kinds that counted zero everywhere collapse into one line.
@@ -18,12 +19,15 @@ import json
 import math
 import re
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from markupsafe import Markup
 
 from faithtests.scorecard.baseline import MetricDelta
-from faithtests.scorecard.model import Exemplar, InvalidCount, MetricResult, Op, Plot, Series, TestRecord
+from faithtests.scorecard.glossary import term_for
+from faithtests.scorecard.model import Exemplar, InvalidCount, MetricResult, Plot, TestRecord, test_key
+from faithtests.scorecard.plot_dots import DotRow, render_dots
 from faithtests.scorecard.plots import ThresholdLine, render_plot
 from faithtests.scorecard.render_views import (
     Column,
@@ -37,8 +41,8 @@ from faithtests.scorecard.render_views import (
     slug,
     strip_file,
 )
+from faithtests.scorecard.word_diff import marked_texts  # the flipped word of a flip, in <mark>
 
-_Sig = tuple[str, Op, float]  # (column label, op, threshold) of one bar series
 _DATA_URI = re.compile(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+={0,2}")
 
 
@@ -80,6 +84,36 @@ class SuiteView:
     checks_inconclusive: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
     anchors: dict[Key, str] = field(default_factory=dict)  # result key -> id of its main-table row
+    terms: list[Term] = field(default_factory=list)  # the suite's metrics with their definitions
+    definitions: dict[str, str] = field(default_factory=dict)  # metric -> one-line definition ("" none)
+
+    @property
+    def flagged(self) -> bool:
+        """A failing or insufficient check, or a test that did not pass: the section opens by default. A
+        passing suite (inconclusive passes included: the verdict table links them) folds to its summary
+        line, which keeps the page short."""
+        return bool(self.checks_failed or self.checks_insufficient
+                    or set(self.outcomes) - {"passed", "skipped"})
+
+
+@dataclass(frozen=True)
+class Term:
+    """A metric of the suite as its glossary line shows it (``anchor``: the line's id)."""
+
+    metric: str
+    anchor: str
+    sentence: str  # "" when the scorecard's glossary has no definition for it
+    detail: str  # "lower is better; share of items; AC-Bench Eq. 3"
+
+
+def _terms(name: str, results: list[MetricResult], glossary: Mapping[str, Mapping[str, str]]
+           ) -> list[Term]:
+    out = []
+    for metric in sorted({r.metric for r in results}):
+        term = term_for(metric, glossary)
+        detail = "" if term is None else "; ".join(p for p in (term.better, term.unit, term.source()) if p)
+        out.append(Term(metric, slug("g-", name, metric), "" if term is None else term.sentence, detail))
+    return out
 
 
 def _delta_sym(metric: str) -> str:
@@ -100,71 +134,80 @@ def _plot_thresholds(plot: Plot, checked: list[MetricResult]) -> list[ThresholdL
     return list(out.values())[:4]
 
 
-def _test_plots(t: TestRecord) -> list[Markup]:
+def _test_plots(t: TestRecord, base: TestRecord | None) -> list[Markup]:
+    """The test's own plots, each with the baseline run's plot of the same title drawn into it."""
     checked = [r for r in t.results if r.threshold is not None and r.op is not None]
     dataset = str(getattr(t, "dataset", "") or "")
+    base_plots = {p.title: p for p in base.plots} if base is not None else {}
     out = []
     for p in t.plots:
         titled = replace(p, title=f"{p.title} · {dataset}") if dataset and dataset not in p.title else p
-        out.append(Markup(render_plot(titled, subtitle=strip_file(t.test),
-                                      thresholds=_plot_thresholds(p, checked))))
+        bp = base_plots.get(p.title)
+        sub = strip_file(t.test) + (" · dashed/◇: baseline" if bp is not None else "")
+        out.append(Markup(render_plot(titled, subtitle=sub, thresholds=_plot_thresholds(p, checked),
+                                      baseline=bp)))
     return out
 
 
 _Cat = tuple[str, str, str]  # (metric, test label, slice or "")
-_Chart = tuple[str, bool, tuple[_Sig, ...]]  # (metric, higher is better, each bar series' threshold)
+_Chart = tuple[str, bool]  # (metric, higher is better): each row carries its own threshold
 
 
 def _charts(chosen: list[MetricResult], labels: dict[str, str]
             ) -> tuple[dict[_Cat, dict[Column, MetricResult]], dict[_Chart, list[tuple[str, str]]]]:
-    """The results by bar group, and the bar groups (test, slice) of each chart: one chart per metric,
-    direction and set of per-model thresholds."""
+    """The results by group, and the groups (test, slice) of each chart: one chart per metric and
+    direction."""
     by_cat: dict[_Cat, dict[Column, MetricResult]] = defaultdict(dict)
     for r in chosen:
         by_cat[(r.metric, labels[r.test], r.slice or "")][Column(r.model, r.variant)] = r
     charts: dict[_Chart, list[tuple[str, str]]] = defaultdict(list)
     for (metric, test, sl), cols in sorted(by_cat.items()):
-        sig = tuple(sorted((c.label, r.op, r.threshold) for c, r in cols.items()
-                           if r.op is not None and r.threshold is not None))
         hib = next(iter(cols.values())).higher_is_better
-        charts[(metric, hib, sig)].append((test, sl))
+        charts[(metric, hib)].append((test, sl))
     return by_cat, charts
 
 
-def _bar_series(col: Column, names: list[float | str], rs: list[MetricResult | None]) -> Series:
-    """One model's bars (value and CI, NaN where it has no result) over the chart's bar groups."""
-    return Series(col.label, names,
-                  [math.nan if r is None or r.value is None else r.value for r in rs],
-                  [math.nan if r is None or r.ci is None else r.ci[0] for r in rs],
-                  [math.nan if r is None or r.ci is None else r.ci[1] for r in rs])
+def _dot_row(label: str, r: MetricResult, deltas: dict[Key, MetricDelta] | None) -> DotRow:
+    """One result as a dot row: value, CI, its own threshold, the baseline's value, its verdict."""
+    d = deltas.get(r.key) if deltas else None
+    th = ThresholdLine(r.threshold, r.op, label) if r.threshold is not None and r.op is not None else None
+    return DotRow(label, math.nan if r.value is None else r.value,
+                  math.nan if r.ci is None else r.ci[0], math.nan if r.ci is None else r.ci[1], th,
+                  math.nan if d is None or d.baseline is None else d.baseline, r.verdict or "none")
 
 
 def _auto_chart(suite: str, chart: _Chart, cats: list[tuple[str, str]],
-                by_cat: dict[_Cat, dict[Column, MetricResult]], columns: list[Column], kind: str) -> Markup:
-    metric, hib, sig = chart
+                by_cat: dict[_Cat, dict[Column, MetricResult]], columns: list[Column], kind: str,
+                deltas: dict[Key, MetricDelta] | None) -> Markup:
+    """One metric's rows, a row per (test[slice], model): a bar per value would hide zero and waste space."""
+    metric, hib = chart
     used = [c for c in columns if any(c in by_cat[(metric, t, s)] for t, s in cats)]
-    one_test = len({t for t, _ in cats}) == 1  # then the slice alone names the bar group
-    names: list[float | str] = [
-        (s or "overall") if one_test else metric_label(t.split("::")[-1], s or None) for t, s in cats]
-    series = [_bar_series(col, names, [by_cat[(metric, t, s)].get(col) for t, s in cats]) for col in used]
-    lines = [ThresholdLine(th, op, label) for label, op, th in sig]
+    one_test = len({t for t, _ in cats}) == 1  # then the slice alone names the group
+    rows = []
+    for t, s in cats:
+        group = (s or "overall") if one_test else metric_label(t.split("::")[-1], s or None)
+        for col in used:
+            r = by_cat[(metric, t, s)].get(col)
+            if r is not None:
+                name = " · ".join([*([group] if len(cats) > 1 else []), *([col.label] if len(used) > 1 or
+                                                                           len(cats) == 1 else [])])
+                rows.append(_dot_row(name, r, deltas))
     direction = "higher is better" if hib else "lower is better"
-    x_label = f"slice of {cats[0][0].split('::')[-1]}" if one_test else "test[slice]"
-    plot = Plot(f"{suite}: {metric} per model ({direction})", "bar", series, x_label=x_label,
-                y_label=metric)
-    note = f"{kind} metric; black dash: each model's threshold" if lines else f"{kind} metric"
-    return Markup(render_plot(plot, subtitle=note, thresholds=lines))
+    note = f"{kind} metric; dot: value (verdict colour), whisker: 95% CI"
+    if deltas is not None:
+        note += "; diamond: baseline"
+    return Markup(render_dots(f"{suite}: {metric} per model ({direction})", rows, subtitle=note,
+                              x_label=metric))
 
 
 def _auto_plots(suite: str, results: list[MetricResult], columns: list[Column],
-                labels: dict[str, str]) -> list[Markup]:
-    """One bar chart per checked metric (per unchecked metric when nothing is checked): categories are
-    the tests (and slices), bars the models, each bar with its own threshold. Categories whose
-    thresholds differ for some model get a chart of their own, so a series never has two thresholds."""
+                labels: dict[str, str], deltas: dict[Key, MetricDelta] | None) -> list[Markup]:
+    """One dot/row chart per checked metric (per unchecked metric when nothing is checked): a row per
+    test (and slice) and model, each with its own threshold tick and, with a baseline, its value."""
     checked = [r for r in results if r.threshold is not None and r.op is not None]
     by_cat, charts = _charts(checked or [r for r in results if r.slice is None], labels)
     kind = "checked" if checked else "recorded"
-    return [_auto_chart(suite, chart, cats, by_cat, columns, kind) for chart, cats in charts.items()]
+    return [_auto_chart(suite, chart, cats, by_cat, columns, kind, deltas) for chart, cats in charts.items()]
 
 
 def _image(uri: str | None, alt: str, max_chars: int, notes: list[str]) -> tuple[str, str] | None:
@@ -186,7 +229,7 @@ def _exemplar_view(e: Exemplar, max_chars: int) -> ExemplarView:
         for im in (_image(e.image, "image", max_chars, notes), _image(e.image_b, "image B", max_chars, notes))
         if im is not None
     ]
-    return ExemplarView(e.reason, Column(e.model, e.variant).label, dict(e.texts),
+    return ExemplarView(e.reason, Column(e.model, e.variant).label, marked_texts(e.texts),
                         {k: fmt(v) for k, v in e.scores.items()}, imgs, notes)
 
 
@@ -257,15 +300,22 @@ def _outcomes(tests: list[TestRecord]) -> dict[str, int]:
 
 
 def suite_view(name: str, tests: list[TestRecord], deltas: dict[Key, MetricDelta] | None,
-               seen: dict[str, str], max_exemplars: int, max_image_chars: int) -> SuiteView:
+               seen: dict[str, str], max_exemplars: int, max_image_chars: int,
+               glossary: Mapping[str, Mapping[str, str]] | None = None,
+               baseline_tests: Mapping[str, TestRecord] | None = None) -> SuiteView:
+    """One suite's section; ``baseline_tests`` (the baseline's tests by test key) puts the baseline's
+    values into the plots."""
     results = sorted((r for t in tests for r in t.results), key=lambda r: r.key)
     columns = sorted(
         {Column(r.model, r.variant) for r in results}, key=lambda c: (c.model, c.variant != "base", c.variant)
     )
     labels = row_labels(results)
     rows, slice_groups = _tables(name, results, columns, labels, deltas)
-    plots = [p for t in tests for p in _test_plots(t)] + _auto_plots(name, results, columns, labels)
+    base = baseline_tests or {}
+    plots = [p for t in tests for p in _test_plots(t, base.get(test_key(t.test)))]
+    plots += _auto_plots(name, results, columns, labels, deltas)
     invalid, invalid_zero = _invalid(tests)
+    terms = _terms(name, results, glossary or {})
     return SuiteView(
         name=name,
         anchor=slug("s-", name),
@@ -283,4 +333,6 @@ def suite_view(name: str, tests: list[TestRecord], deltas: dict[Key, MetricDelta
         checks_inconclusive=sum(bool(r.inconclusive) for r in results),
         outcomes=_outcomes(tests),
         anchors=_anchors(name, results, labels, rows),
+        terms=terms,
+        definitions={t.metric: f"{t.sentence} ({t.detail})" if t.detail else t.sentence for t in terms},
     )

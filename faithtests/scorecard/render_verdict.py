@@ -1,4 +1,10 @@
-"""The first screen of the scorecard: one verdict per model/variant, and the regression list.
+"""The first screen of the scorecard: the ship banner, one verdict per model/variant, and the regression
+list.
+
+The banner (:func:`ship_banner`) is the page's headline: DO NOT SHIP when any verdict row fails (a
+failed check, a regression, a broken test), INSUFFICIENT DATA when none fails but one has too little data,
+the run did not finish or nothing was checked, SHIP otherwise; it counts the failing checks and
+regressions. The run's status is shown beside it, never as the headline.
 
 A verdict row answers "ship or not" for one column of the tables: FAIL when any of its checks failed,
 it regressed against the baseline, or one of its tests failed or errored without a failed check to
@@ -31,7 +37,7 @@ class Verdict:
     anchor: str
     passed: int = 0
     failed: list[Link] = field(default_factory=list)
-    inconclusive: int = 0
+    inconclusive: list[Link] = field(default_factory=list)  # the CI straddles the threshold
     regressions: list[Link] = field(default_factory=list)
     broken_tests: list[Link] = field(default_factory=list)  # failed/errored tests without a failed check
     insufficient: list[Link] = field(default_factory=list)  # checks and tests with too little data
@@ -81,7 +87,9 @@ def _add_results(by_col: _Columns, t: TestRecord, anchors: dict[Key, str], faili
     for r in t.results:
         v = by_col.get_or_add(Column(r.model, r.variant))
         v.passed += r.passed is True
-        v.inconclusive += bool(r.inconclusive)
+        if r.inconclusive:
+            v.inconclusive.append(Link(metric_label(r.metric, r.slice), anchors.get(r.key, ""),
+                                       f"{r.suite}: the 95% CI straddles the threshold"))
         if r.insufficient and r.passed is False:
             v.insufficient.append(Link(metric_label(r.metric, r.slice), anchors.get(r.key, ""),
                                        f"{r.suite}: {r.coverage or ''}"[:300]))
@@ -195,3 +203,44 @@ def regression_rows(
             }
         )
     return out
+
+
+@dataclass
+class Banner:
+    """The page's headline: ``status`` is ship, do-not-ship or insufficient (the CSS class too)."""
+
+    status: str
+    label: str
+    failed_checks: int
+    regressions: int
+    reasons: list[str]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def ship_banner(rows: list[Verdict], run_status: str, n_regressions: int) -> Banner:
+    """Ship or not, from the verdict rows, the run's status and the gate's regression count."""
+    failed = sum(len(v.failed) for v in rows)
+    broken = sum(len(v.broken_tests) for v in rows)
+    insufficient = sum(len(v.insufficient) for v in rows)
+    inconclusive = sum(len(v.inconclusive) for v in rows)
+    reasons = [_plural(failed, "failing check"), _plural(n_regressions, "regression")]
+    if broken:
+        reasons.append(_plural(broken, "broken test"))
+    if insufficient:
+        reasons.append(f"{insufficient} with too little data")
+    if inconclusive:
+        reasons.append(f"{inconclusive} inconclusive")
+    failing = [v.column for v in rows if v.status == "fail"]
+    if failing:
+        reasons.append(f"failing: {', '.join(failing)}")
+        return Banner("do-not-ship", "DO NOT SHIP", failed, n_regressions, reasons)
+    if run_status != "complete":
+        reasons.append(f"the run is {run_status}: its results are partial")
+    elif not any(v.status == "pass" for v in rows):
+        reasons.append("no check recorded a verdict")
+    if insufficient or run_status != "complete" or not any(v.status == "pass" for v in rows):
+        return Banner("insufficient", "INSUFFICIENT DATA", failed, n_regressions, reasons)
+    return Banner("ship", "SHIP", failed, n_regressions, reasons)

@@ -56,6 +56,14 @@ class Row:
     def failed(self) -> bool:
         return any(c is not None and c.status == "fail" for c in self.cells)
 
+    @property
+    def flags(self) -> str:
+        """``fail inconclusive``: what the table filter's "flagged rows only" keeps ("" for none)."""
+        cells = [c for c in self.cells if c is not None]
+        return " ".join(f for f, hit in (("fail", self.failed),
+                                         ("insufficient", any(c.status == "insufficient" for c in cells)),
+                                         ("inconclusive", any(c.inconclusive for c in cells))) if hit)
+
 
 def fmt(v: float | None) -> str:
     if v is None or not math.isfinite(v):

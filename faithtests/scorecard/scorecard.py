@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from faithtests.scorecard.fingerprint import MERGE_FIELDS, describe_mismatch, mismatches
+from faithtests.scorecard.glossary import merge_glossaries
 from faithtests.scorecard.model import (
     SCHEMA_VERSION,
     Exemplar,
@@ -35,6 +36,11 @@ class Scorecard:
     # filled by the baseline gate: list of regression dicts (see faithtests.scorecard.baseline)
     regressions: list[dict[str, Any]] = field(default_factory=list)
     baseline: str | None = None
+    # run identity for history across checkpoints: {"name": str, "step": int | None, "started": ISO time}
+    run: dict[str, Any] = field(default_factory=dict)
+    # plain-language definitions of the recorded metrics, keyed by base name (no "[slice]"):
+    # {name: {"sentence", "direction", "unit", "paper", "equation"}} (faithtests.scorecard.glossary)
+    glossary: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def results(self) -> list[MetricResult]:
@@ -49,6 +55,8 @@ class Scorecard:
             status=self.status,
             regressions=self.regressions,
             baseline=self.baseline,
+            run=self.run,
+            glossary=self.glossary,
         )
 
     def exemplars_by_test(self) -> dict[str, list[Exemplar]]:
@@ -65,6 +73,8 @@ class Scorecard:
             "tests": [t.to_json() for t in sc.tests],
             "baseline": sc.baseline,
             "regressions": sc.regressions,
+            "run": sc.run,
+            "glossary": dict(sorted(sc.glossary.items())),
         }
 
     @classmethod
@@ -85,6 +95,8 @@ class Scorecard:
                 status=str(d.get("status", "complete")),
                 regressions=list(d.get("regressions", [])),
                 baseline=d.get("baseline"),
+                run=dict(d.get("run", {})),
+                glossary={str(k): dict(v) for k, v in dict(d.get("glossary", {})).items()},
             )
         except (TypeError, ValueError) as exc:
             raise ScorecardError(f"{source}: malformed scorecard: {exc!r}") from exc
@@ -137,7 +149,9 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
 
 def write_scorecard(scorecard: Scorecard, path: str | os.PathLike[str]) -> Path:
     p = scorecard_path(path) if Path(path).suffix != ".json" else Path(path)
-    atomic_write_text(p, json.dumps(scorecard.to_json(), indent=1, sort_keys=False, allow_nan=False))
+    # compact: indentation was 15% of the file (9.2 MB on the default run), and nobody reads it unformatted
+    atomic_write_text(p, json.dumps(scorecard.to_json(), separators=(",", ":"), sort_keys=False,
+                                    allow_nan=False))
     return p
 
 
@@ -235,4 +249,22 @@ def merge_scorecards(parts: list[Scorecard], names: list[str] | None = None) -> 
     fp["shards"] = len(parts)
     statuses = {p.status for p in parts} - {"complete"}
     status = "interrupted" if "interrupted" in statuses else min(statuses, default="complete")
-    return Scorecard(fingerprint=fp, tests=list(seen.values()), status=status).sorted()
+    return Scorecard(fingerprint=fp, tests=list(seen.values()), status=status,
+                     run=merged_run(parts, names),
+                     glossary=merge_glossaries(p.glossary for p in parts)).sorted()
+
+
+def merged_run(parts: list[Scorecard], names: list[str] | None = None) -> dict[str, Any]:
+    """The ``run`` of shards of one run: one name and step (else they are not one run), the earliest start."""
+    labels = names or [f"shard {i + 1}" for i in range(len(parts))]
+    runs = [(name, p.run) for p, name in zip(parts, labels, strict=True) if p.run]  # older shards: none
+    if not runs:
+        return {}
+    first_name, first = runs[0]
+    for name, run in runs[1:]:
+        if (run.get("name"), run.get("step")) != (first.get("name"), first.get("step")):
+            raise ScorecardError(
+                f"{first_name} and {name} are not shards of one run: run {first.get('name')!r} step "
+                f"{first.get('step')} vs run {run.get('name')!r} step {run.get('step')}")
+    starts = [str(r["started"]) for _, r in runs if r.get("started")]
+    return {**first, "started": min(starts)} if starts else dict(first)

@@ -8,6 +8,7 @@ from pathlib import Path
 from faithtests.scorecard.baseline import Comparison, MetricDelta
 from faithtests.scorecard.comparison_text import format_comparison
 from faithtests.scorecard.coverage import coverage_line, input_coverage, truncation_lines
+from faithtests.scorecard.glossary import base_name, term_for
 from faithtests.scorecard.model import MetricResult, TestRecord
 from faithtests.scorecard.scorecard import Scorecard
 
@@ -67,19 +68,31 @@ def _row(r: MetricResult, dataset: str) -> list[str]:
             threshold, verdict(r), detect]
 
 
+def rank(r: MetricResult) -> int:
+    """Where a result goes in the table: 0 a check that failed, had too little data or is inconclusive;
+    1 a checked pass; 2 a result recorded without a check."""
+    if r.verdict is None:
+        return 2
+    return 0 if r.verdict != "pass" or r.inconclusive else 1
+
+
 def results_table(results: Sequence[MetricResult], *, max_rows: int | None = MAX_ROWS,
-                  datasets: Mapping[str, str] | None = None) -> list[str]:
-    """One row per result, sorted by suite/dataset/metric/slice/model/variant; checked results first when
-    the table is cut (they are the ones a reader needs). ``datasets`` maps a test id to its dataset."""
+                  datasets: Mapping[str, str] | None = None, show: int = 2) -> list[str]:
+    """One row per result: failing, insufficient and inconclusive checks first, then checked passes, then
+    unchecked results, each group sorted by suite/dataset/metric/slice/model/variant. ``show``: the last
+    :func:`rank` shown (0 problems only, 1 every check, 2 everything); ``max_rows`` cuts what remains.
+    ``datasets`` maps a test id to its dataset."""
     ds = datasets or {}
-    ordered = sorted(results, key=lambda r: (r.suite, ds.get(r.test, ""), r.metric, r.slice or "", r.model,
-                                             r.variant, r.test))
-    hidden = 0
-    if max_rows is not None and len(ordered) > max_rows:
-        keep = sorted(ordered, key=lambda r: r.passed is None)[:max_rows]
-        hidden = len(ordered) - len(keep)
-        kept = {id(r) for r in keep}
-        ordered = [r for r in ordered if id(r) in kept]
+    ordered = sorted(results, key=lambda r: (rank(r), r.suite, ds.get(r.test, ""), r.metric, r.slice or "",
+                                             r.model, r.variant, r.test))
+    shown = [r for r in ordered if rank(r) <= show]
+    if max_rows is not None:
+        shown = shown[:max_rows]
+    kept = {id(r) for r in shown}
+    hidden = _hidden_text([r for r in ordered if id(r) not in kept])
+    ordered = shown
+    if not ordered:
+        return [hidden] if hidden else []
     header = ["suite", "dataset", "test", "metric", "model", "variant", "value [CI]", "n", "threshold",
               "result", "±detectable"]
     rows = [_row(r, ds.get(r.test, "")) for r in ordered]
@@ -87,8 +100,16 @@ def results_table(results: Sequence[MetricResult], *, max_rows: int | None = MAX
     out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
     out += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     if hidden:
-        out.append(f"... {hidden} more result(s) in the report (-v prints all)")
+        out.append(f"... {hidden}")
     return out
+
+
+def _hidden_text(hidden: Sequence[MetricResult]) -> str:
+    """``12 checked pass(es) and 140 unchecked result(s) not shown (-v prints all)``, or ""."""
+    counts = [(sum(rank(r) == k for r in hidden), what) for k, what in
+              ((0, "failing or inconclusive check(s)"), (1, "checked pass(es)"), (2, "unchecked result(s)"))]
+    parts = [f"{n} {what}" for n, what in counts if n]
+    return f"{' and '.join(parts)} not shown (-v prints all)" if parts else ""
 
 
 def _name(suite: str, metric: str, slice: str | None, variant: str) -> str:
@@ -179,11 +200,23 @@ def _comparison_lines(sc: Scorecard, comparison: Comparison, full: bool) -> list
     return lines
 
 
+def legend_lines(sc: Scorecard, results: Sequence[MetricResult]) -> list[str]:
+    """One line per metric with a failing or insufficient check: what it means, its direction and its
+    paper (the scorecard's glossary). A metric without a definition is named by the run's note."""
+    names = sorted({base_name(r.metric) for r in results if r.verdict in ("fail", "insufficient")})
+    terms = [t for t in (term_for(n, sc.glossary) for n in names) if t is not None]
+    if not terms:
+        return []
+    return ["what the failing metrics mean (faithtests explain METRIC):"] + [f"  {t.legend()}" for t in terms]
+
+
 def summary_lines(sc: Scorecard, written: Sequence[Path], comparison: Comparison | None,
-                  notes: Sequence[str], *, full: bool = False) -> list[str]:
-    """The terminal summary: counts, the results table (with dataset and test), input coverage per
-    dataset, coverage failures, the baseline comparison, the notes, a verdict per model, and the report
-    path last."""
+                  notes: Sequence[str], *, full: bool = False, quiet: bool = False) -> list[str]:
+    """The terminal summary: counts, the results table (failing, insufficient and inconclusive checks
+    first, then checked passes, unchecked results only with ``full`` (-v); ``quiet`` (-q) keeps the
+    problems only), what the failing metrics mean, input coverage per dataset (non-zero counts),
+    coverage failures, the baseline comparison, the notes, a verdict per model, and the report path
+    last."""
     lines: list[str] = []
     if sc.status != "complete":
         lines.append(f"status: {sc.status} (partial results)")
@@ -192,10 +225,12 @@ def summary_lines(sc: Scorecard, written: Sequence[Path], comparison: Comparison
     lines.append(_counts_line(sc, checked))
     if results:
         datasets = {t.test: t.dataset for t in sc.tests}
-        lines += results_table(results, max_rows=None if full else MAX_ROWS, datasets=datasets)
+        lines += results_table(results, max_rows=None if full else MAX_ROWS, datasets=datasets,
+                               show=2 if full else (0 if quiet else 1))
     if any(r.inconclusive for r in checked):
         lines.append(INCONCLUSIVE_NOTE)
-    lines += [coverage_line(c) for c in input_coverage(sc)] + truncation_lines(sc)
+    lines += legend_lines(sc, checked)
+    lines += [coverage_line(c) for c in input_coverage(sc) if c.missing] + truncation_lines(sc)
     lines += _insufficient_lines(sc, checked)
     if comparison is not None:
         lines += _comparison_lines(sc, comparison, full)

@@ -1,5 +1,7 @@
-"""Progress lines of long model stages (faithtests.plugin.progress_report): serial, quiet, under xdist, and
-results that do not depend on them."""
+"""Progress lines of long model stages (faithtests.plugin.progress_report): serial, quiet, not a TTY, under
+xdist, the run part, 80 columns, and results that do not depend on them. pytester's output is not a
+terminal, so the runs that should print force ``terminal_is_tty`` (inline: monkeypatch; a subprocess: a
+conftest that patches it before the plugin configures)."""
 
 from __future__ import annotations
 
@@ -33,7 +35,18 @@ def test_stage(k):
             p.advance()
 """
 
-LINE = re.compile(r"\[faith\] (gw\d+ )?demo stage m\d 8/8 in \d+\.\ds \(\d+(\.\d)?/s\)$")
+RUN = r"test \d+/\d+ (estimating…|<1 min|~\d+ min) \| "
+LINE = re.compile(rf"\[faith\] ({RUN})?(gw\d+ )?demo stage m\d 8/8 in \d+\.\ds \(\d+(\.\d)?/s\)$")
+TTY_CONFTEST = """
+import faithtests.plugin.progress_report as progress_report
+progress_report.terminal_is_tty = lambda reporter: True
+"""
+
+
+@pytest.fixture
+def tty(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inline run's terminal counts as a TTY (pytester captures it, so it is not one)."""
+    monkeypatch.setattr(plugin_progress, "terminal_is_tty", lambda reporter: True)
 
 
 class FakeWriter:
@@ -87,35 +100,91 @@ def test_printer_lines_at_most_every_interval_and_quiet_for_short_stages() -> No
                                    "[faith] gw1 S3E forced choice v 4/4 in 23s (0.2/s)"]
 
 
+def _segments(result: pytest.RunResult) -> list[str]:
+    """Every state a [faith] line was in (``outlines`` splits a live line's rewrites at "\\r" too)."""
+    return [seg.rstrip() for line in result.outlines for seg in line.split("\r") if "[faith]" in seg]
+
+
 def _progress_lines(result: pytest.RunResult) -> list[str]:
-    return [line for line in result.outlines if line.startswith("[faith]")]
+    """The stages' final lines (count, duration, rate)."""
+    return [seg for seg in _segments(result) if re.search(r" in \d+(\.\d)?s \(", seg)]
 
 
+@pytest.mark.usefixtures("tty")
 def test_serial_run_prints_done_and_total(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_staged=STAGED.format(n=1, sleep=0.15))
     result = pytester.runpytest(*PLUGINS)
     result.assert_outcomes(passed=1)
     lines = _progress_lines(result)
     assert len(lines) == 1 and LINE.match(lines[0]), result.outlines
+    assert lines[0].startswith("[faith] test 1/1 estimating… | demo stage m0 8/8 in ")
 
 
-@pytest.mark.parametrize("off", [["-q"], ["--faith-no-progress"]])
-def test_quiet(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, off: list[str]) -> None:
+@pytest.mark.parametrize("off", [["-qq"], ["--faith-no-progress"], ["not a TTY"]])
+def test_silent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, off: list[str]) -> None:
     monkeypatch.setattr(plugin_progress, "MIN_SECONDS", 0.0)  # every stage would print
     pytester.makepyfile(test_staged=STAGED.format(n=2, sleep=0))
+    if off == ["not a TTY"]:
+        off = []  # pytester's output is captured: not a terminal
+    else:
+        monkeypatch.setattr(plugin_progress, "terminal_is_tty", lambda reporter: True)
     result = pytester.runpytest(*PLUGINS, *off)
-    result.assert_outcomes(passed=2)
+    assert result.ret == 0  # (-qq prints no summary line to parse outcomes from)
     assert not [line for line in result.outlines if "[faith]" in line], result.outlines
-    assert _progress_lines(pytester.runpytest(*PLUGINS))  # and on without them
+    monkeypatch.setattr(plugin_progress, "terminal_is_tty", lambda reporter: True)
+    assert _progress_lines(pytester.runpytest(*PLUGINS, "-q"))  # on a terminal, with -q too
+
+
+@pytest.mark.usefixtures("tty")
+def test_the_run_part_counts_tests_and_estimates_from_finished_ones(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_staged=STAGED.format(n=3, sleep=0.15))
+    result = pytester.runpytest(*PLUGINS, "-p", "no:randomly")
+    result.assert_outcomes(passed=3)
+    segs = _segments(result)
+    # test 1 of 3 runs with nothing finished; tests 2 and 3 after: ~1.2 s each, so under a minute left
+    assert any(s.startswith("[faith] test 1/3 estimating… | demo stage m0 ") for s in segs), segs
+    assert any(s.startswith("[faith] test 2/3 <1 min | demo stage m1 ") for s in segs), segs
+    assert any(s.startswith("[faith] test 3/3 <1 min | demo stage m2 8/8 in ") for s in segs), segs
+
+
+LONG = """
+import time
+from faithtests.progress import stage
+
+def test_long_names():
+    with stage("IMAVB A3: generate (chain of thought, up to 512 new tokens per question)", total=6,
+               model="hf:/checkpoints/run-7/Qwen2-VL-7B-Instruct-step-12000") as p:
+        for _ in range(6):
+            time.sleep(0.1)
+            p.advance()
+"""
+
+
+@pytest.mark.usefixtures("tty")
+def test_lines_fit_80_columns_and_keep_the_eta(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+                                               ) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(plugin_progress, "MIN_SECONDS", 0.0)
+    pytester.makepyfile(test_long=LONG)
+    result = pytester.runpytest(*PLUGINS)
+    result.assert_outcomes(passed=1)
+    segs = _segments(result)
+    assert len(segs) >= 3 and all(len(s) <= 79 for s in segs), segs
+    running, final = segs[1:-1], segs[-1]
+    assert running and all(re.search(r"\d/6 \(\d+(\.\d)?/s, ETA \d+\.\ds\)$", s) for s in running), segs
+    assert re.search(r" 6/6 in \d+\.\ds \(\d+(\.\d)?/s\)$", final), final
+    assert all(s.startswith("[faith] test 1/1 estimating… | IMAVB A3") and "…" in s[30:] for s in segs), segs
 
 
 def test_xdist_controller_reports_for_its_workers(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(TTY_CONFTEST)
     pytester.makepyfile(test_staged=STAGED.format(n=2, sleep=0.15))
     result = pytester.runpytest_subprocess(*PLUGINS, "-p", "xdist", "-n", "2")
     result.assert_outcomes(passed=2)
     lines = _progress_lines(result)
     assert len(lines) == 2 and all(LINE.match(line) and " gw" in line for line in lines), result.outlines
     assert sorted(line.split(" demo stage ")[1].split()[0] for line in lines) == ["m0", "m1"]
+    assert all(line.startswith("[faith] test ") for line in lines)  # the controller's run part
 
 
 @pytest.fixture
@@ -127,7 +196,7 @@ def _preloaded(load_tiny: Callable[..., Any]) -> None:
     load_tiny("open_clip")
 
 
-@pytest.mark.usefixtures("_preloaded")
+@pytest.mark.usefixtures("_preloaded", "tty")
 def test_results_do_not_depend_on_progress(
     pytester: pytest.Pytester, tiny_dir: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -140,8 +209,26 @@ def test_results_do_not_depend_on_progress(
             "--faith-limit", "6", "--faith-batch-size", "2")
     on = pytester.runpytest(*args, "--faith-report", "on")
     off = pytester.runpytest(*args, "--faith-report", "off", "--faith-no-progress")
-    encoded = re.compile(r"\[faith\] LGIP encode open_clip:local-dir:\S+ (\d+)/\1 in ")
+    encoded = re.compile(rf"\[faith\] {RUN}LGIP encode \S+ (\d+)/\2 in ")
     assert any(encoded.match(line) for line in on.outlines), on.outlines
     assert not _progress_lines(off)
     cards = [json.loads((pytester.path / d / "scorecard.json").read_text()) for d in ("on", "off")]
     assert cards[0]["results"] and cards[0]["results"] == cards[1]["results"]
+
+
+def test_run_group_is_the_model_and_its_fixtures_that_use_it() -> None:
+    from types import SimpleNamespace as NS
+
+    from faithtests.plugin.model_spec import ModelSpec
+
+    defs = {"premise_data": [NS(argnames=("request", "faith_vlm"))], "faith_vlm": [NS(argnames=())],
+            "faith": [NS(argnames=("request",))]}
+
+    def item(**params: object) -> Any:
+        return NS(callspec=NS(params=params), _fixtureinfo=NS(name2fixturedefs=defs),
+                  fixturenames=["faith", "premise_data", "faith_vlm"])
+
+    vlm = ModelSpec("ref", "reference:vlm", "vlm", "vlm")
+    assert plugin_progress.run_group(item(faith_vlm=vlm, premise_data="world")) == "ref/premise_data"
+    assert plugin_progress.run_group(item(faith_vlm=vlm)) == plugin_progress.run_group(item(faith_vlm=vlm))
+    assert plugin_progress.run_group(item()) is None  # no model: no group

@@ -119,7 +119,7 @@ def test_nan_for_some_captions_is_counted_and_fails_invariance_and_flips(tmp_pat
         f"invariance/E_inv = {e_inv['value']:.3f} (95% CI {e_inv['ci'][0]:.3f}–{e_inv['ci'][1]:.3f}, "
         f"n={e_inv['n']}) {'passes' if e_inv['value'] <= 0.05 else 'fails'} <= 0.050 but has no verdict: "
         f"{message(spec, len(inv_bad), inv_total, inv_bad)} {RULE} [model={spec}, variant=base]")
-    assert f"FaithCheckFailed: {expected}\n" in out
+    assert f"faithtests check failed: {expected}\n" in out  # the one-line reason
     assert expected.startswith(inv["message"])  # the scorecard keeps a shortened message
 
     flip = record_of(card, "test_flip_positive_rate")
@@ -148,7 +148,7 @@ def test_nan_for_every_caption_fails_with_no_finite_pair(tmp_path: Path, test: s
     expected = (
         f"{where} = undefined (n=0) no verdict: {broken}; n=0 < min_n 10 (too few items for a verdict) "
         f"{RULE} [model={spec}, variant=base]")
-    assert f"FaithCheckFailed: {expected}\n" in out
+    assert f"faithtests check failed: {expected}\n" in out  # the one-line reason
     assert expected.startswith(t["message"])
 
 

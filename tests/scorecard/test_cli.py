@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 from _sample_scorecard import CLIP, sample_scorecard
 
 from faithtests import cli
+from faithtests.scorecard.item_log import ITEM_LOG, iter_item_log, log_rows, write_item_log
 from faithtests.scorecard.scorecard import Scorecard, read_scorecard, write_scorecard
 
 
@@ -93,6 +95,27 @@ def test_merge_two_shards_is_the_union(tmp_path: Path, capsys: pytest.CaptureFix
     )
     html = (tmp_path / "merged" / "scorecard.html").read_text()
     assert "Suite: lgip" in html and "Suite: premise" in html and "merged 2 scorecards (5 tests" in out
+
+
+def test_merge_joins_the_shards_item_logs_and_writes_the_viewer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = _shards()
+    row = {"model": "m", "variant": "base", "metric": "acc", "slice": None, "inputs": {}, "output": {"a": 1},
+           "outcome": True, "invalid": None}
+    for name, sc, items in (("gw0", a, ["i1", "i2"]), ("gw1", b, ["i3"])):
+        _write(sc, tmp_path / name)
+        write_item_log(log_rows([("s", "t.py::a", [{**row, "item": i} for i in items])]),
+                       tmp_path / name / ITEM_LOG)
+    shards = (str(tmp_path / "gw0"), str(tmp_path / "gw1"))
+    rc, out, err = _run(capsys, "merge", *shards, "-o", str(tmp_path / "m"))
+    assert rc == 0, err
+    assert [r["item"] for r in iter_item_log(tmp_path / "m")] == ["i1", "i2", "i3"] and "(3 items)" in out
+    assert 'id="viewer-items"' in (tmp_path / "m" / "items.html").read_text()
+    with gzip.open(tmp_path / "gw1" / ITEM_LOG, "wt") as fh:  # a corrupt shard log: an error naming it
+        fh.write("{not json\n")
+    rc, _, err = _run(capsys, "merge", *shards, "-o", str(tmp_path / "m2"))
+    assert rc == 2 and "item logs" in err and "not JSON" in err
 
 
 def test_merge_duplicate_test_and_interrupted_shard(

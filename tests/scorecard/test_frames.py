@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -10,8 +11,8 @@ import pytest
 from _sample_scorecard import CLIP, sample_scorecard
 
 from faithtests import cli
-from faithtests.scorecard import load
-from faithtests.scorecard.frames import ITEM_COLUMNS, RESULT_COLUMNS, split_items_key
+from faithtests.scorecard import load, load_many
+from faithtests.scorecard.frames import ITEM_COLUMNS, MANY_COLUMNS, RESULT_COLUMNS, split_items_key
 from faithtests.scorecard.model import MetricResult, TestRecord
 from faithtests.scorecard.recording import items_key
 from faithtests.scorecard.scorecard import Scorecard, write_scorecard
@@ -82,3 +83,53 @@ def test_compare_csv(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert pd.read_csv(io.StringIO(stdout)).shape == checked.shape  # only the CSV on stdout
     assert cli.main(["compare", str(base), str(cur), "--csv", str(tmp_path / "no/such/dir/x.csv")]) == 2
     assert "--csv" in capsys.readouterr().err
+
+
+def _recipe() -> str:
+    """The pandas recipe of docs/reports.md ("Scorecards in pandas"), as written there."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "reports.md").read_text(encoding="utf-8")
+    section = page.split("### Scorecards in pandas", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None, "docs/reports.md lost the pandas recipe"
+    return code.group(1)
+
+
+def test_the_docs_pandas_recipe_keeps_overall_rows_and_models_apart(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two models and an overall row beside its slices: the recipe's wide table holds each value as
+    recorded (no average across models, the slice-less overall rows kept), one column per run in order."""
+    def card(step: int, scale: float) -> Scorecard:
+        test = "test_flip.py::test_pr[world-all]"
+        rows = [MetricResult("flip", test, "PR", v * scale, model=m, slice=s, threshold=0.5, op=">=",
+                             passed=True) for m, v, s in (("clip", 0.9, None), ("clip", 0.8, "color"),
+                                                          ("siglip", 0.6, None), ("siglip", 0.4, "color"))]
+        return Scorecard(tests=[TestRecord(test, "flip", results=rows, items={"flips": {"i1": True}})],
+                         run={"name": f"ckpt-{step}", "step": step, "started": "2026-01-01T00:00:00+00:00"})
+
+    monkeypatch.chdir(tmp_path)
+    for name, step, scale in (("ckpt-0410", 410, 1.0), ("ckpt-0420", 420, 0.5)):
+        write_scorecard(card(step, scale), Path("out") / name / "scorecard.json")
+    scope: dict[str, object] = {}
+    exec(compile(_recipe(), "docs/reports.md", "exec"), scope)  # the recipe, exactly as documented
+    wide = scope["wide"]
+    assert isinstance(wide, pd.DataFrame) and list(wide.columns) == ["ckpt-410", "ckpt-420"]
+    got = {(i[2], i[5] if isinstance(i[5], str) else None): tuple(row) for i, row in zip(
+        wide.index, wide.itertuples(index=False), strict=True)}
+    assert got == {("clip", None): (0.9, 0.45), ("clip", "color"): (0.8, 0.4),
+                   ("siglip", None): (0.6, 0.3), ("siglip", "color"): (0.4, 0.2)}
+    checked, items = scope["checked"], scope["items"]
+    assert isinstance(checked, pd.DataFrame) and len(checked) == 8
+    assert isinstance(items, pd.DataFrame) and items["value"].tolist() == [1.0]
+
+
+def test_load_many_orders_runs_and_adds_step_started_source(tmp_path: Path) -> None:
+    for name, step in (("a", 20), ("b", 10)):
+        sc = sample_scorecard()
+        sc.run = {"name": f"run-{step}", "step": step, "started": f"2026-01-0{step // 10}T00:00:00+00:00"}
+        _card(tmp_path, sc, name)
+    frame = load_many([str(tmp_path / "*")])
+    assert tuple(frame.columns) == (RESULT_COLUMNS[0], *MANY_COLUMNS, *RESULT_COLUMNS[1:])
+    assert frame["run"].unique().tolist() == ["run-10", "run-20"] and str(frame["step"].dtype) == "Int64"
+    assert frame["source"].unique().tolist() == [str(tmp_path / "b" / "scorecard.json"),
+                                                  str(tmp_path / "a" / "scorecard.json")]
+    assert len(frame) == 2 * len(sample_scorecard().results) and frame["slice"].isna().any()

@@ -22,13 +22,15 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _sample_scorecard import CLIP, OC, sample_scorecard, sample_with_regressions
 from test_render import tables
 
 from faithtests.scorecard.html import render_html
-from faithtests.scorecard.model import Plot, Series, TestRecord
+from faithtests.scorecard.model import MetricResult, Plot, Series, TestRecord
+from faithtests.scorecard.scorecard import Scorecard
 
 _FLAGS = [
     "--headless",
@@ -45,8 +47,8 @@ _FLAGS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def chromium() -> str:
+def find_chromium() -> str:
+    """The chromium binary; a skip without one (a failure under FAITH_REQUIRE_CHROMIUM=1)."""
     found = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
     if found is None:
         if os.environ.get("FAITH_REQUIRE_CHROMIUM") == "1":
@@ -55,10 +57,15 @@ def chromium() -> str:
     return found
 
 
-def _dump_dom(chromium: str, page: Path, profile: Path) -> tuple[str, list[str]]:
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    return find_chromium()
+
+
+def _dump_dom(chromium: str, page: Path, profile: Path, *extra: str) -> tuple[str, list[str]]:
     """The DOM after load, and the console lines Chromium logged to stderr."""
     proc = subprocess.run(
-        [chromium, *_FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
+        [chromium, *_FLAGS, *extra, f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
         capture_output=True,
         text=True,
         timeout=120,
@@ -75,8 +82,9 @@ def test_scorecard_renders_in_chromium_without_console_errors(chromium: str, tmp
     page.write_text(html, encoding="utf-8")
     dom, console = _dump_dom(chromium, page, tmp_path / "profile")
     assert console == []
-    assert dom.count('<table class="metrics main">') == 2 and dom.count('<table class="metrics slices">') == 1
-    assert '<table class="invalid">' in dom and '<table class="fingerprint">' in dom
+    assert dom.count('<table class="metrics main filterable">') == 2
+    assert dom.count('<table class="metrics slices filterable">') == 1
+    assert '<table class="invalid filterable">' in dom and '<table class="fingerprint filterable">' in dom
     n_img = len(re.findall(r"<img ", html))
     # lgip: 3 distinct failure cards + 1 hardest item; premise: 3 tests x 8 (capped) pairs of images
     assert n_img == 3 + 1 + 3 * 8 * 2 and len(re.findall(r"<img ", dom)) == n_img
@@ -108,12 +116,12 @@ window.addEventListener("load", function () {
 """
 
 
-def _with_measurement(html: str) -> str:
-    """The page plus MEASURE, pinned by hash next to the page's own script: the CSP stays strict."""
-    digest = "sha256-" + base64.b64encode(hashlib.sha256(MEASURE.encode()).digest()).decode()
+def _with_measurement(html: str, script: str = MEASURE) -> str:
+    """The page plus a test-only script, pinned by hash next to the page's own: the CSP stays strict."""
+    digest = "sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
     out, n = re.subn(r"script-src (&#39;sha256-[^&]+&#39;)", rf"script-src \1 &#39;{digest}&#39;", html)
     assert n == 1
-    return out.replace("</body>", f"<script>{MEASURE}</script></body>")
+    return out.replace("</body>", f"<script>{script}</script></body>")
 
 
 def _stress_plots() -> TestRecord:
@@ -176,3 +184,93 @@ def test_the_console_check_can_fail(chromium: str, tmp_path: Path) -> None:
     assert 'data-images-ok="0/2"' in dom
     assert any("control-error" in ln for ln in console)
     assert any("example.invalid" in ln and "Content Security Policy" in ln for ln in console)
+
+
+# Test-only: the folded page's height, then the table filter driven as a user would (a word typed, then
+# "only flagged rows" ticked), each step's visible rows written into the DOM for --dump-dom to read.
+PROBE = """
+window.addEventListener("load", function () {
+  var d = document.documentElement, out = {height: d.scrollHeight};
+  var box = document.getElementById("table-filter"), flag = document.getElementById("table-filter-flagged");
+  function visible() {
+    var rows = [];
+    document.querySelectorAll("table.filterable tr").forEach(function (r) {
+      if (r.querySelector("td") && !r.hidden) { rows.push(r); }
+    });
+    return rows;
+  }
+  if (box && flag) {
+    var cell = document.querySelector("table.metrics.main tbody tr td:nth-child(2)");
+    var word = cell ? cell.textContent.trim().split(/\\s+/)[0] : "";
+    out.barShown = !document.getElementById("table-filter-bar").hidden;
+    out.all = visible().length;
+    box.value = word; box.dispatchEvent(new Event("input"));
+    out.word = word;
+    out.wordRows = visible().map(function (r) {
+      return r.textContent.toLowerCase().indexOf(word.toLowerCase()) >= 0;
+    });
+    out.count = document.getElementById("table-filter-count").textContent;
+    box.value = ""; box.dispatchEvent(new Event("input"));
+    flag.checked = true; flag.dispatchEvent(new Event("change"));
+    out.flagged = visible().map(function (r) { return r.hasAttribute("data-flags"); });
+    flag.checked = false; flag.dispatchEvent(new Event("change"));
+    out.restored = visible().length;
+  }
+  d.dataset.probe = JSON.stringify(out);
+  // follow the verdict table's last link, as a click would: its row must end up in open sections
+  var chips = document.querySelectorAll("#verdict a.chip[href^='#']");
+  if (chips.length) {
+    var href = chips[chips.length - 1].getAttribute("href");
+    location.hash = href;
+    setTimeout(function () {
+      var closed = 0, row = document.getElementById(href.slice(1));
+      for (var x = row ? row.closest("details") : null; x; x = x.parentElement.closest("details")) {
+        if (!x.open) { closed++; }
+      }
+      d.dataset.linkFollowed = row ? href + " closed=" + closed : href + " missing";
+    }, 200);
+  }
+});
+"""
+
+
+def probe(chromium: str, html: str, tmp_path: Path, name: str) -> tuple[dict[str, Any], str, list[str]]:
+    """PROBE's findings on a copy of ``html`` (1280 px wide), the DOM and the console lines."""
+    page = tmp_path / f"{name}.probe.html"
+    page.write_text(_with_measurement(html, PROBE), encoding="utf-8")
+    dom, console = _dump_dom(chromium, page, tmp_path / f"profile-{name}", "--window-size=1280,900")
+    found = re.search(r'data-probe="([^"]*)"', dom)
+    assert found is not None, "the probe did not run"
+    return json.loads(html_lib.unescape(found.group(1))), dom, console
+
+
+def test_banner_glossary_and_table_filter_in_chromium(chromium: str, tmp_path: Path) -> None:
+    current, base = sample_with_regressions()
+    current.glossary = {"E_inv": {"sentence": "How often a paraphrase changes the model's choice.",
+                                  "direction": "lower", "unit": "share of items", "paper": "LGIP",
+                                  "equation": "Eq. 2"}}
+    found, dom, console = probe(chromium, render_html(current, base), tmp_path, "failing")
+    assert console == []
+    assert re.search(r'<div id="ship" class="banner do-not-ship"[^>]*>\s*'
+                     r'<span class="banner-label">DO NOT SHIP</span>\s*'
+                     r'<span class="banner-counts">3 failing checks · 1 regression', dom)
+    assert dom.index('id="ship"') < dom.index('id="verdict"')  # the headline, above the per-model table
+    assert "How often a paraphrase changes the model's choice." in dom  # the glossary line
+    assert 'title="How often a paraphrase' in dom  # and the metric name's tooltip
+    # the filter: shown (script ran), a word keeps only rows holding it, "flagged" only flagged rows
+    assert found["barShown"] and found["all"] > 10 and found["word"] == "E_inv"
+    assert 0 < len(found["wordRows"]) < found["all"] and all(found["wordRows"])
+    assert found["count"] == f"{len(found['wordRows'])} of {found['all']} rows shown"
+    assert 0 < len(found["flagged"]) < found["all"] and all(found["flagged"])
+    assert found["restored"] == found["all"]
+
+
+def test_a_link_into_a_folded_suite_opens_it_in_chromium(chromium: str, tmp_path: Path) -> None:
+    straddles = MetricResult("s", "s.py::test_a", "acc", 0.52, model="m", ci=(0.47, 0.57), n=100,
+                             threshold=0.5, op=">=", passed=True)  # an inconclusive pass: its suite folds
+    html = render_html(Scorecard(tests=[TestRecord(straddles.test, "s", results=[straddles])]))
+    assert re.search(r'<details class="suite" id="[^"]+">', html)  # folded as served
+    _, dom, console = probe(chromium, html, tmp_path, "folded")
+    assert console == []
+    followed = re.search(r'data-link-followed="([^"]*)"', dom)
+    assert followed is not None and followed.group(1).endswith(" closed=0"), followed

@@ -45,8 +45,8 @@ def test_verdict_names_every_failing_check_per_model_and_links_it(failing_html: 
     assert failing_html.index('id="verdict"') < failing_html.index('<details class="suite"')  # first screen
     section = failing_html[failing_html.index('id="verdict"'):failing_html.index('<table class="summary">')]
     ids = _ids(failing_html)
-    main_rows = {a for t in re.findall(r'<table class="metrics main">.*?</table>', failing_html, re.S)
-                 for a in re.findall(r'<tr id="([^"]+)"', t)}
+    mains = re.findall(r'<table class="metrics main filterable">.*?</table>', failing_html, re.S)
+    main_rows = {a for t in mains for a in re.findall(r'<tr id="([^"]+)"', t)}
     links = _chips(section)
     assert len(links) == 4 and all(href in ids and href in main_rows for href, _ in links)
 
@@ -121,7 +121,8 @@ def test_test_plots_name_their_dataset_and_test(failing_html: str) -> None:
     titles = re.findall(r'<text class="title"[^>]*><title>([^<]+)</title>', premise)
     assert titles.count("rejection vs layer · world") == 3
     subtitles = re.findall(r'<text class="subtitle"[^>]*><title>([^<]+)</title>', premise)
-    assert f"test_rejection[{CLIP}-pgla]" in subtitles and len(set(subtitles[:3])) == 3
+    # with a baseline, its plot of the same title is drawn in (dashed) and the subtitle says so
+    assert f"test_rejection[{CLIP}-pgla] · dashed/◇: baseline" in subtitles and len(set(subtitles[:3])) == 3
 
 
 def test_line_plot_draws_the_threshold_inside_its_axis() -> None:

@@ -39,6 +39,7 @@ MANIFEST = Manifest(
     paper="AC-Bench: Do Multimodal Models Truly See Emotion Amidst Textual Interference?",
     suites=("affective_conflict",),
     fixtures="faithtests.protocols.acbench.fixtures",
+    glossary="faithtests.protocols.acbench.terms:TERMS",
     data={
         "acbench": DataName("any", "AC-Bench JSONL file or folder of JSONL files"),
         "emoset": DataName("any", "EmoSet annotation JSON file or folder"),

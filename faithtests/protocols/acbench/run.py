@@ -56,6 +56,8 @@ from numpy.typing import NDArray
 from faithtests.data.invalid import NONFINITE, Counted
 from faithtests.data.load_errors import ImageLoadError
 from faithtests.models.interfaces import Hooks, Prompt, VisionLanguageModel
+from faithtests.progress import label as progress_label
+from faithtests.progress import stage
 from faithtests.protocols.acbench import cecs, steering
 from faithtests.protocols.acbench.cecs import TAU, conflict_score
 from faithtests.protocols.acbench.metrics import length_normalised, lss, masks_from_spans
@@ -238,19 +240,26 @@ def answer(
     if not n:
         out.logprobs = np.zeros((0, len(EMOTIONS))) if mode == "constrained" else None
         return out
+    what = ("AC steered " if hooks_for is not None else "AC ") + mode  # a progress stage's name
     if mode == "constrained":
         rows = []
-        for i, p in enumerate(prompts):
-            h = hooks_for(i) if hooks_for is not None else None
-            rows.append(_numpy(vlm.answer_logprob([p], EMOTIONS, h))[0])
+        with stage(what, total=n, model=vlm.spec) as progress:  # one call per prompt (module doc)
+            for i, p in enumerate(prompts):
+                h = hooks_for(i) if hooks_for is not None else None
+                rows.append(_numpy(vlm.answer_logprob([p], EMOTIONS, h))[0])
+                progress.advance()
         out.logprobs = np.stack(rows)
         for i, row in enumerate(out.logprobs):
             out.pred[i], out.kinds[i] = label_of(row)
         return out
     if hooks_for is None:
-        out.replies = list(vlm.generate(list(prompts), max_new_tokens=MAX_NEW_TOKENS))
+        with progress_label(what):  # one call: the model's own progress stage reports its decoding steps
+            out.replies = list(vlm.generate(list(prompts), max_new_tokens=MAX_NEW_TOKENS))
     else:
-        out.replies = [vlm.generate([p], MAX_NEW_TOKENS, hooks_for(i))[0] for i, p in enumerate(prompts)]
+        with stage(what, total=n, model=vlm.spec) as progress:
+            for i, p in enumerate(prompts):
+                out.replies.append(vlm.generate([p], MAX_NEW_TOKENS, hooks_for(i))[0])
+                progress.advance()
     for i, text in enumerate(out.replies):
         out.pred[i] = parse_label(text)
         out.kinds[i] = None if out.pred[i] is not None else UNPARSEABLE
@@ -300,14 +309,16 @@ def conflict_scores(
     log-probabilities are not finite: CECS then leaves the row in Default Mode."""
     s = np.full(len(records), np.nan)
     bad = Counted()
-    for rows in _chunks(len(records)):
-        lp = _numpy(vlm.answer_logprob(prompts_for("probe", [records[i] for i in rows]), YES_NO))
-        for j, i in enumerate(rows):
-            if np.isfinite(lp[j]).all():
-                s[i] = conflict_score(float(lp[j, 0]), float(lp[j, 1]))
-            else:
-                bad.reject(PROBE_NON_FINITE, records[i].item_id,
-                           detail="probe log-probabilities (CECS left off for the row)")
+    with stage("CECS scores", total=len(records), model=vlm.spec) as progress:
+        for rows in _chunks(len(records)):
+            lp = _numpy(vlm.answer_logprob(prompts_for("probe", [records[i] for i in rows]), YES_NO))
+            for j, i in enumerate(rows):
+                if np.isfinite(lp[j]).all():
+                    s[i] = conflict_score(float(lp[j, 0]), float(lp[j, 1]))
+                else:
+                    bad.reject(PROBE_NON_FINITE, records[i].item_id,
+                               detail="probe log-probabilities (CECS left off for the row)")
+            progress.advance(len(rows))
     return s, bad
 
 
@@ -327,13 +338,16 @@ def lss_run(vlm: VisionLanguageModel, prompts: Sequence[Prompt], hooks_for: Hook
     groups = (
         [range(i, i + 1) for i in range(len(prompts))] if hooks_for is not None else _chunks(len(prompts))
     )
-    for rows in groups:
-        h = hooks_for(rows[0]) if hooks_for is not None else None
-        att = vlm.attentions([prompts[i] for i in rows], h)
-        width = int(att.weights[0].shape[-1])
-        img, desc = masks_from_spans(att.spans, width)
-        cols.append(lss([_numpy(w) for w in att.weights], img, desc).per_item)
-        lengths += list(att.spans.length)
+    what = "AC steered LSS" if hooks_for is not None else "AC LSS"
+    with stage(what, total=len(prompts), model=vlm.spec) as progress:
+        for rows in groups:
+            h = hooks_for(rows[0]) if hooks_for is not None else None
+            att = vlm.attentions([prompts[i] for i in rows], h)
+            width = int(att.weights[0].shape[-1])
+            img, desc = masks_from_spans(att.spans, width)
+            cols.append(lss([_numpy(w) for w in att.weights], img, desc).per_item)
+            lengths += list(att.spans.length)
+            progress.advance(len(rows))
     per_item = np.concatenate(cols, axis=1) if cols else np.zeros((vlm.num_layers, 0))
     return LssRun(per_item, lengths)
 

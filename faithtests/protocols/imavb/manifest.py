@@ -36,6 +36,7 @@ MANIFEST = Manifest(
     paper="Senses Wide Shut: A Representation-Action Gap in Omnimodal LLMs",
     suites=("premise_rejection",),
     fixtures="faithtests.protocols.imavb.fixtures",
+    glossary="faithtests.protocols.imavb.terms:TERMS",
     data={"imavb": DataName("any", "IMAVB file or folder")},
     options=(FRAMES,),
     bootstrap=10_000,  # the paper's resamples over stimuli; one vectorised draw costs a few ms at 200

@@ -34,6 +34,7 @@ from typing import Any, Final, Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from faithtests.progress import label
 from faithtests.protocols.imavb.metrics import answers
 from faithtests.protocols.imavb.probes import Folds, group_folds, layer_curve, peak_layer
 from faithtests.protocols.imavb.records import SPLITS, VISION_SPLITS
@@ -263,7 +264,8 @@ def pgla_layer(
     st = [stimuli[int(i)] for i in tr]
     n_groups = len({str(x) for x in st})  # >= 2 (check_pgla_data)
     folds = group_folds(y, st, n_splits=min(LAYER_FOLDS, n_groups), seed=seed, what="PGLA's choice of l*")
-    accs = tuple(r.accuracy for r in layer_curve(s[:, tr], y, folds, seed=seed))
+    with label("PGLA"):  # names layer_curve's progress stage
+        accs = tuple(r.accuracy for r in layer_curve(s[:, tr], y, folds, seed=seed))
     return peak_layer(accs), accs
 
 

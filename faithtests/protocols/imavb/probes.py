@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from faithtests.progress import stage
 from faithtests.scorecard.model import InsufficientData
 
 FloatArray = NDArray[np.float64]
@@ -102,7 +103,12 @@ def cv_accuracy(X: ArrayLike, y: ArrayLike, folds: Folds, *, seed: int = 0) -> P
 def layer_curve(states: ArrayLike, y: ArrayLike, folds: Folds, *, seed: int = 0) -> list[ProbeResult]:
     """One probe per layer of ``states`` [L, N, D] (§4.3)."""
     s = np.asarray(states, dtype=np.float64)
-    return [cv_accuracy(s[layer], y, folds, seed=seed) for layer in range(s.shape[0])]
+    out = []
+    with stage("IMAVB probes/layer", total=s.shape[0]) as progress:
+        for layer in range(s.shape[0]):
+            out.append(cv_accuracy(s[layer], y, folds, seed=seed))
+            progress.advance()
+    return out
 
 
 def peak_layer(accuracies: Sequence[float]) -> int:
@@ -150,13 +156,15 @@ def nested_peak(
     g = [groups[int(i)] for i in range(len(yy))]
     accs: list[float] = []
     layers: list[int] = []
-    for tr, te in folds:
-        inner = group_folds(yy[tr], [g[int(i)] for i in tr], n_splits=inner_splits, seed=seed,
-                            what="the nested choice of l*")
-        layer = peak_layer([r.accuracy for r in layer_curve(s[:, tr], yy[tr], inner, seed=seed)])
-        clf = _classifier(seed).fit(s[layer, tr], yy[tr])
-        accs.append(float((clf.predict(s[layer, te]) == yy[te]).mean()))
-        layers.append(layer)
+    with stage("IMAVB nested l*", total=len(folds)) as progress:
+        for tr, te in folds:
+            inner = group_folds(yy[tr], [g[int(i)] for i in tr], n_splits=inner_splits, seed=seed,
+                                what="the nested choice of l*")
+            layer = peak_layer([r.accuracy for r in layer_curve(s[:, tr], yy[tr], inner, seed=seed)])
+            clf = _classifier(seed).fit(s[layer, tr], yy[tr])
+            accs.append(float((clf.predict(s[layer, te]) == yy[te]).mean()))
+            layers.append(layer)
+            progress.advance()
     return NestedPeak(float(np.mean(accs)), tuple(accs), tuple(layers))
 
 

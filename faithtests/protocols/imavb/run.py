@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 
 from faithtests.data.invalid import NONFINITE, CountsInvalid
 from faithtests.models.interfaces import Hooks, Prompt, VisionLanguageModel
+from faithtests.progress import label, stage
 from faithtests.protocols.imavb.metrics import TIE, answers, correct
 from faithtests.protocols.imavb.pgla import PGLAConfig, pgla_adjust
 from faithtests.protocols.imavb.prompts import (
@@ -109,41 +110,43 @@ def run_choice(
     logits: list[NDArray[np.float64]] = []
     perms: list[NDArray[np.int64]] = []
     states: list[NDArray[np.float32]] = []
-    for start in range(0, len(records), records_per_call):
-        chunk: list[PremiseRecord] = []
-        prompts: list[Prompt] = []
-        chunk_perms: list[NDArray[np.int64]] = []
-        for r in records[start : start + records_per_call]:
-            media = _media(out, r, media_of)
-            if media is None:
+    with stage(f"IMAVB {variant} choice", total=len(records), model=vlm.spec) as progress:
+        for start in range(0, len(records), records_per_call):
+            chunk: list[PremiseRecord] = []
+            prompts: list[Prompt] = []
+            chunk_perms: list[NDArray[np.int64]] = []
+            for r in records[start : start + records_per_call]:
+                media = _media(out, r, media_of)
+                if media is None:
+                    continue
+                chunk.append(r)
+                for sid in orders:
+                    perm = record_permutation(r.stimulus_id, r.correct_answer, sid)
+                    chunk_perms.append(perm)
+                    text = prompt_text(variant, r.question, displayed(r.options, perm), r.split)
+                    prompts.append(make_prompt(media, text))
+            if not chunk:
+                progress.advance(len(records[start : start + records_per_call]))
                 continue
-            chunk.append(r)
-            for sid in orders:
-                perm = record_permutation(r.stimulus_id, r.correct_answer, sid)
-                chunk_perms.append(perm)
-                prompts.append(
-                    make_prompt(media, prompt_text(variant, r.question, displayed(r.options, perm), r.split))
-                )
-        if not chunk:
-            continue
-        pm = np.stack(chunk_perms)
-        hooks = hooks_for(chunk, pm) if hooks_for is not None else None
-        d = vlm.decide(prompts, LETTERS, hooks)
-        lg = d.logits.float().cpu().numpy().astype(np.float64).reshape(len(chunk), len(orders), 6)
-        pm3 = pm.reshape(len(chunk), len(orders), 6)
-        st = d.states.float().cpu().numpy() if want_states else None
-        for j, r in enumerate(chunk):
-            if not np.isfinite(lg[j]).all():
-                out.reject(NONFINITE, r.item_id, detail="letter logits")
-                continue
-            canon = np.empty(lg[j].shape)
-            for s in range(len(orders)):
-                canon[s, pm3[j, s]] = lg[j, s]  # displayed letter p shows canonical option perm[p]
-            out.records.append(r)
-            logits.append(canon)
-            perms.append(pm3[j])
-            if st is not None:
-                states.append(st[:, j * len(orders)])  # the fixed order's row
+            pm = np.stack(chunk_perms)
+            hooks = hooks_for(chunk, pm) if hooks_for is not None else None
+            d = vlm.decide(prompts, LETTERS, hooks)
+            lg = d.logits.float().cpu().numpy().astype(np.float64).reshape(len(chunk), len(orders), 6)
+            pm3 = pm.reshape(len(chunk), len(orders), 6)
+            st = d.states.float().cpu().numpy() if want_states else None
+            for j, r in enumerate(chunk):
+                if not np.isfinite(lg[j]).all():
+                    out.reject(NONFINITE, r.item_id, detail="letter logits")
+                    continue
+                canon = np.empty(lg[j].shape)
+                for s in range(len(orders)):
+                    canon[s, pm3[j, s]] = lg[j, s]  # displayed letter p shows canonical option perm[p]
+                out.records.append(r)
+                logits.append(canon)
+                perms.append(pm3[j])
+                if st is not None:
+                    states.append(st[:, j * len(orders)])  # the fixed order's row
+            progress.advance(len(records[start : start + records_per_call]))
     if not out.records:
         return out
     out.logits = np.stack(logits)
@@ -165,7 +168,8 @@ def logit_lens(
     if lens is None:
         return None, f"{type(vlm).__name__} has no lens_probs (no HF model to read the lens through)"
     try:
-        probs = lens(torch.from_numpy(np.ascontiguousarray(states)), LETTERS)
+        with label("IMAVB"):  # names the lens call's progress stage
+            probs = lens(torch.from_numpy(np.ascontiguousarray(states)), LETTERS)
     except LensUnsupported as e:
         return None, f"logit lens unsupported: {e}"
     return probs.numpy().astype(np.float64), ""
@@ -238,7 +242,8 @@ def run_variant(
             prompts.append(make_prompt(media, prompt_text(prompt, r.question, r.options, r.split)))
     if not prompts:
         return out
-    out.correct = np.array(_ANSWERED[prompt](vlm, prompts, out), dtype=np.float64)
+    with label(f"IMAVB {prompt}"):  # names the model calls' progress stages
+        out.correct = np.array(_ANSWERED[prompt](vlm, prompts, out), dtype=np.float64)
     return out
 
 
@@ -400,7 +405,7 @@ def _minilm(texts: list[str], batch_size: int, verify: bool) -> NDArray[np.float
     tok: Any = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     model: Any = AutoModel.from_pretrained(str(path), local_files_only=True).eval()
     outs = []
-    with torch.inference_mode():
+    with torch.inference_mode(), stage("MiniLM embeddings", total=len(texts)) as progress:
         for s in range(0, len(texts), batch_size):
             enc = tok(
                 list(texts[s : s + batch_size]),
@@ -413,4 +418,5 @@ def _minilm(texts: list[str], batch_size: int, verify: bool) -> NDArray[np.float
             m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
             e = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
             outs.append(torch.nn.functional.normalize(e, dim=-1).numpy())
+            progress.advance(len(e))
     return np.concatenate(outs).astype(np.float64)

@@ -49,6 +49,7 @@ MANIFEST = Manifest(
     paper="Language-Guided Invariance Probing of Vision-Language Models",
     suites=("invariance", "flip_sensitivity"),
     fixtures="faithtests.protocols.lgip.fixtures",
+    glossary="faithtests.protocols.lgip.terms:TERMS",
     data={"lgip": DataName("file", "LGIP perturbation JSONL (image paths relative to its folder)")},
     reads=("coco",),
     options=(BINS, PARAPHRASE_LABELS),

@@ -221,3 +221,19 @@ def strength_bins(pairs: Sequence[PerturbationPair], base: FloatArray, perturbed
                            strengths=flip_strength(types, cos), bins=bins.labels, seed=seed)
     cuts = ", ".join(f"{t} {lo:.3f}/{hi:.3f}" for t, (lo, hi) in bins.thresholds.items())
     return StrengthBins(summary, cuts)
+
+
+def pair_outputs(pairs: Sequence[PerturbationPair], base: FloatArray, perturbed: FloatArray,
+                 outcomes: Mapping[str, bool | float]) -> dict[str, dict[str, object]]:
+    """Item-log rows (``Faith.outputs``) of the pairs named by ``outcomes`` (pair key -> outcome): the
+    image ref and both captions, and both scores the model gave."""
+    index = {k: i for i, k in enumerate(pair_keys(pairs))}
+    rows: dict[str, dict[str, object]] = {}
+    for key, outcome in outcomes.items():
+        i = index[key]
+        p = pairs[i]
+        rows[key] = {"inputs": {"image": p.image_id, "caption": p.caption, "perturbed": p.perturbed,
+                                "rule": p.rule},
+                     "output": {"s(I,c)": float(base[i]), "s(I,c')": float(perturbed[i])},
+                     "outcome": outcome}
+    return rows

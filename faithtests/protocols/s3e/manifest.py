@@ -11,6 +11,7 @@ MANIFEST = Manifest(
     paper="When Correct Decisions Hide Internal Stress: Decision-State Probing in Multimodal Language Models",
     suites=("flip_sensitivity",),
     fixtures="faithtests.protocols.s3e.fixtures",
+    glossary="faithtests.protocols.s3e.terms:TERMS",
     data={
         "sugarcrepe": DataName("dir", "SugarCrepe folder of split JSONs",
                                needs=("coco", "the COCO images too: add --faith-data coco=DIR (its "

@@ -24,6 +24,7 @@ import pytest
 from faithtests.config import run_config, setting
 from faithtests.data.invalid import Counted, invalid_rows
 from faithtests.models.interfaces import VisionLanguageModel
+from faithtests.progress import label
 from faithtests.protocols.spdfaith import sources
 from faithtests.protocols.spdfaith.coco_edits import default_cache_dir
 from faithtests.protocols.spdfaith.judge import DeterministicJudge, Judge, callable_judge, world_judge
@@ -128,7 +129,8 @@ class SpdData:
 
     def answers(self, variant: str) -> Answers:
         if variant not in self._answers:
-            self._answers[variant] = run_variant(self.vlm, self.usable, variant, self.judge, self.sage)
+            with label(f"SPD {variant}"):  # names the model calls' progress stages
+                self._answers[variant] = run_variant(self.vlm, self.usable, variant, self.judge, self.sage)
         return self._answers[variant]
 
     def data_invalid(self) -> list[tuple[str, int, int, list[str]]]:

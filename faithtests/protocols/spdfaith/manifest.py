@@ -33,6 +33,7 @@ MANIFEST = Manifest(
           "Language Models",
     suites=("difference_consistency",),
     fixtures="faithtests.protocols.spdfaith.fixtures",
+    glossary="faithtests.protocols.spdfaith.terms:TERMS",
     data={"spdfaith": DataName("any", "SPD-Faith-Bench JSONL file or folder")},
     reads=("coco",),
     options=(JUDGE, SAGE),

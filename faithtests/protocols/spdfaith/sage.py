@@ -48,6 +48,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faithtests.models.interfaces import Hooks, Prompt, TokenSpans, VisionLanguageModel
+from faithtests.progress import model_call, stage
 from faithtests.protocols.spdfaith.sage_mask import (
     FALLBACKS,
     Fallback,
@@ -329,8 +330,10 @@ def kl_profile(vlm: VisionLanguageModel, prompts: Sequence[Prompt]) -> NDArray[n
         return delta_ffn
 
     hooks = Hooks(ffn={layer: record for layer in range(vlm.num_layers)})
-    for p in prompts:
-        vlm.states([p], hooks)
+    with stage("SAGE KL profile", total=len(prompts), model=vlm.spec) as progress:
+        for p in prompts:
+            vlm.states([p], hooks)
+            progress.advance()
     return np.asarray(layers, dtype=np.float64)
 
 
@@ -434,4 +437,5 @@ def decision_aux_prompts(
 
     host = generation_host(vlm, "SAGE stage 3 reads the answer step's hidden states and attention")
     ids = option_token_ids(host.processor.tokenizer, options, str(getattr(host, "answer_prefix", "")))
-    return first_step_aux(host, prompts, hooks, sage_contrast(prompts, cfg, grid), ids)
+    with model_call("SAGE masks", len(prompts), model=vlm.spec):
+        return first_step_aux(host, prompts, hooks, sage_contrast(prompts, cfg, grid), ids)

@@ -1,0 +1,66 @@
+"""The controller's item log and viewer (``items.jsonl.gz`` and ``items.html`` beside the scorecard).
+
+The rows come with each test's record (:attr:`TestRecord.outputs`, moved out of the record on arrival so
+``scorecard.json`` never holds them); with ``--faith-baseline`` and the baseline's own item log beside its
+scorecard, the viewer also shows the items whose outcome flipped, with thumbnails rendered here from the
+rows' image references (a reference-world ref or an image file; :func:`image_of`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from faithtests.scorecard.item_log import ITEM_LOG, iter_item_log, log_rows, write_item_log
+from faithtests.scorecard.scorecard import Scorecard, atomic_write_text
+from faithtests.scorecard.viewer import VIEWER, render_viewer
+
+
+def image_of(ref: str) -> Any:
+    """The image an item's ``inputs`` names (a PIL image), or None when it names none this process can
+    read: a reference-world ref (its generator module imported by the run) or an existing image file."""
+    from PIL import Image  # lazy: PIL, only when a baseline's flipped items get thumbnails
+
+    from faithtests.world.refs import resolve_image_ref, resolve_pair_ref  # lazy: world, only for thumbnails
+
+    if ref.startswith("world/"):
+        try:
+            return resolve_image_ref(ref)
+        except ValueError:
+            try:
+                return resolve_pair_ref(ref)[0]
+            except ValueError:
+                return None
+    if os.path.isfile(ref):
+        with Image.open(ref) as im:
+            im.load()
+            return im.copy()
+    return None
+
+
+def write_item_report(out: Path, sc: Scorecard, outputs: Mapping[str, list[dict[str, Any]]],
+                      baseline: Path | None, notes: list[str]) -> list[Path]:
+    """Write the item log and the viewer into ``out``; the paths written. ``outputs``: test key -> rows.
+    A run whose tests logged nothing writes neither (and removes a previous run's)."""
+    tests = [(t.suite, t.test, outputs.get(t.test, [])) for t in sc.tests]
+    log = out / ITEM_LOG
+    if not any(rows for _, _, rows in tests):
+        log.unlink(missing_ok=True)
+        (out / VIEWER).unlink(missing_ok=True)
+        return []
+    write_item_log(log_rows(tests), log)
+    written = [log]
+    base_rows = None
+    base_log = (baseline if baseline.is_dir() else baseline.parent) / ITEM_LOG if baseline else None
+    if base_log is not None:
+        if base_log.exists():
+            base_rows = list(iter_item_log(base_log))
+        else:
+            notes.append(f"note: the baseline has no item log ({base_log}): no flipped items in the viewer")
+    html = render_viewer(list(iter_item_log(log)), baseline_rows=base_rows, image_of=image_of,
+                         baseline_label=str(baseline) if baseline else None)
+    atomic_write_text(out / VIEWER, html)
+    written.append(out / VIEWER)
+    return written

@@ -1,0 +1,180 @@
+"""The metric glossary: a plain-language definition declared with each metric.
+
+A protocol declares one :class:`MetricTerm` per metric name its suites record (``TERMS`` in its
+``glossary`` module, named by its manifest); shared code declares the terms of what it records itself.
+The plugin writes the terms of every recorded metric into the scorecard (``glossary``: base name ->
+:meth:`MetricTerm.to_json`), and the terminal legend, the HTML and ``faithtests explain`` read them back
+with :func:`term_for`. Pure data: no protocol is named here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, fields
+
+#: "higher" (higher is better), "lower" (lower is better) or "none" (a diagnostic with no better side)
+DIRECTIONS = ("higher", "lower", "none")
+#: What the JSON glossary holds for a recorded metric whose definition no protocol declared.
+UNDEFINED = "undefined"
+
+# "suite/" prefix, "[slice]" suffix and " (variant)" suffix of a displayed metric name
+_DECORATED = re.compile(r"^(?:[^/\[\]\s]+/)?(?P<name>[^\[\]\s/(]+)(?:\[.*\])?(?:\s+\(.*\))?$")
+
+
+class GlossaryError(ValueError):
+    """A malformed term, or one metric name declared twice with two definitions."""
+
+
+@dataclass(frozen=True)
+class MetricTerm:
+    """What a metric means: ``sentence`` (one plain-language sentence), ``direction`` (one of
+    :data:`DIRECTIONS`), ``unit`` ("share of items", "cosine", "layer index", ...), ``paper`` (short
+    name) and ``equation`` (its equation, table or section there)."""
+
+    name: str
+    sentence: str
+    direction: str
+    unit: str
+    paper: str
+    equation: str
+
+    def __post_init__(self) -> None:
+        if not self.name or "[" in self.name or "/" in self.name:
+            raise GlossaryError(f"metric term name {self.name!r}: a base name, without suite or [slice]")
+        if self.direction not in DIRECTIONS:
+            raise GlossaryError(f"metric term {self.name!r}: direction {self.direction!r} is not one of "
+                                f"{', '.join(DIRECTIONS)}")
+        if not self.sentence.strip():
+            raise GlossaryError(f"metric term {self.name!r}: empty sentence")
+
+    def to_json(self) -> dict[str, str]:
+        """The JSON entry (the name is the glossary's key)."""
+        d = asdict(self)
+        d.pop("name")
+        return d
+
+    @classmethod
+    def from_json(cls, name: str, d: Mapping[str, str]) -> MetricTerm:
+        return cls(name=name, **{f.name: str(d.get(f.name, "")) for f in fields(cls) if f.name != "name"})
+
+    @property
+    def better(self) -> str:
+        """``higher is better`` / ``lower is better`` / ``no better side``."""
+        better = {"higher": "higher is better", "lower": "lower is better"}
+        return better.get(self.direction, "no better side")
+
+    def source(self) -> str:
+        """``AC-Bench Eq. 3`` (paper and equation, either may be empty)."""
+        return " ".join(p for p in (self.paper, self.equation) if p)
+
+    def legend(self) -> str:
+        """One line: ``TBR: <sentence> (lower is better; AC-Bench Eq. 3)``."""
+        tail = "; ".join(p for p in (self.better, self.source()) if p)
+        return f"{self.name}: {self.sentence.rstrip('.')} ({tail})"
+
+    def describe(self) -> str:
+        """The ``faithtests explain`` text: name, sentence, then direction, unit and source lines."""
+        return "\n".join([f"{self.name}: {self.sentence}", f"  direction: {self.better}",
+                          f"  unit:      {self.unit or '-'}", f"  source:    {self.source() or '-'}"])
+
+
+def base_name(metric: str) -> str:
+    """The glossary key of a metric as recorded or displayed: ``E_sens``, ``E_sens[color]``,
+    ``flip_sensitivity/E_sens[color]`` and ``suite/E_sens[color] (shuffled)`` all give ``E_sens``."""
+    text = metric.strip()
+    m = _DECORATED.match(text)
+    if m is not None:
+        return m.group("name")
+    return text.partition("[")[0].rpartition("/")[2].strip()
+
+
+def collect(terms: Iterable[MetricTerm], where: str = "") -> dict[str, MetricTerm]:
+    """Terms by name; the same name declared twice is an error unless both definitions are equal."""
+    out: dict[str, MetricTerm] = {}
+    for t in terms:
+        if not isinstance(t, MetricTerm):
+            raise GlossaryError(f"{where or 'glossary'}: {t!r} is not a MetricTerm")
+        if out.setdefault(t.name, t) != t:
+            raise GlossaryError(f"metric {t.name!r} is defined twice with different terms"
+                                + (f" ({where})" if where else ""))
+    return out
+
+
+def to_json(terms: Mapping[str, MetricTerm]) -> dict[str, dict[str, str]]:
+    return {name: terms[name].to_json() for name in sorted(terms)}
+
+
+def term_for(metric: str, glossary: Mapping[str, Mapping[str, str]]) -> MetricTerm | None:
+    """The term of ``metric`` (any decoration, see :func:`base_name`) in a JSON glossary
+    (``Scorecard.glossary``), or None when it has none or is marked :data:`UNDEFINED`."""
+    name = base_name(metric)
+    entry = glossary.get(name)
+    if not isinstance(entry, Mapping) or entry.get("sentence", UNDEFINED) == UNDEFINED:
+        return None
+    return MetricTerm.from_json(name, entry)
+
+
+def undefined_entry() -> dict[str, str]:
+    """The JSON entry of a recorded metric nobody defined: every field says ``undefined``."""
+    return {f.name: UNDEFINED for f in fields(MetricTerm) if f.name != "name"}
+
+
+def for_recorded(names: Iterable[str], terms: Mapping[str, MetricTerm]) -> tuple[dict[str, dict[str, str]],
+                                                                               list[str]]:
+    """The JSON glossary of the recorded metric ``names`` (each base name once) and the base names with
+    no declared term (in the glossary as :func:`undefined_entry`, never left out)."""
+    out: dict[str, dict[str, str]] = {}
+    missing: list[str] = []
+    for name in sorted({base_name(n) for n in names}):
+        if name in terms:
+            out[name] = terms[name].to_json()
+        else:
+            out[name] = undefined_entry()
+            missing.append(name)
+    return out, missing
+
+
+def did_you_mean(metric: str, names: Iterable[str], n: int = 3) -> list[str]:
+    """Up to ``n`` known names close to ``metric`` (case-insensitive), closest first."""
+    known = sorted(set(names))
+    lower = {k.lower(): k for k in known}
+    want = base_name(metric).lower()
+    close = difflib.get_close_matches(want, list(lower), n=n, cutoff=0.5)
+    prefixed = [lower[k] for k in lower if k.startswith(want) and lower[k] not in close] if want else []
+    return list(dict.fromkeys([lower[c] for c in close] + prefixed))[:n]
+
+
+def undefined_note(missing: Iterable[str]) -> str:
+    """The terminal note naming recorded metrics that no glossary defines."""
+    names = sorted(set(missing))
+    return (f"warning: {len(names)} recorded metric(s) without a definition: {', '.join(names)} "
+            "(\"undefined\" in the scorecard's glossary; declare a MetricTerm in the protocol's glossary, "
+            "see docs/reports.md \"Glossary\")")
+
+
+def merge_glossaries(parts: Iterable[Mapping[str, Mapping[str, str]]]) -> dict[str, dict[str, str]]:
+    """The glossary of merged shards: every shard's entries; a definition wins over ``undefined``."""
+    out: dict[str, dict[str, str]] = {}
+    for glossary in parts:
+        for name, entry in glossary.items():
+            if name not in out or out[name].get("sentence") == UNDEFINED:
+                out[name] = dict(entry)
+    return dict(sorted(out.items()))
+
+
+def explain(metric: str, terms: Mapping[str, MetricTerm]) -> str:
+    """The ``faithtests explain METRIC`` text; :class:`GlossaryError` with a did-you-mean for an unknown
+    name."""
+    term = terms.get(base_name(metric))
+    if term is not None:
+        return term.describe()
+    close = did_you_mean(metric, terms)
+    hint = f"; did you mean {' or '.join(close)}?" if close else "; 'faithtests explain --all' lists them"
+    raise GlossaryError(f"no metric {base_name(metric)!r} in the glossary{hint}")
+
+
+def explain_all(terms: Mapping[str, MetricTerm]) -> str:
+    """Every term, one legend line each, sorted by name (case-insensitive)."""
+    return "\n".join(terms[name].legend() for name in sorted(terms, key=lambda n: (n.lower(), n)))
