@@ -302,3 +302,16 @@ def test_probe_cross_validation_reports_per_layer_and_per_outer_fold(reported: l
     nested_peak(states, y, groups, folds)  # its inner per-layer curves are nested: silent
     assert {e.stage for e in reported} == {"IMAVB nested l*"}
     assert reported[-1].finished and reported[-1].done == len(folds) == 4
+
+
+def test_a_model_load_is_a_stage_named_by_its_spec(reported: list[ProgressEvent],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plugin's loads report: a checkpoint loading for minutes is not a silent gap."""
+    from faithtests.plugin import model_fixtures
+
+    seen: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr(model_fixtures, "load_model", lambda spec, **kw: seen.append((spec, kw)) or "model")
+    assert model_fixtures.loading("hf:/ckpt", device="cpu", batch_size=4) == "model"
+    assert seen == [("hf:/ckpt", {"device": "cpu", "batch_size": 4})]
+    mine = [e for e in reported if e.stage == "loading"]
+    assert [e.finished for e in mine] == [False, True] and {e.model for e in mine} == {"hf:/ckpt"}

@@ -58,6 +58,7 @@ from faithtests.plugin.options import (
     get_options,
     register_model_info,
 )
+from faithtests.progress import stage
 
 _LOADED = pytest.StashKey[dict[tuple[str, str, str, int], Any]]()
 _LARGEST = pytest.StashKey[int]()  # parameters of the largest model this process loaded
@@ -206,6 +207,13 @@ def resolved_device(config: pytest.Config) -> str:
     return worker_device(device, os.environ.get("PYTEST_XDIST_WORKER"), count)
 
 
+def loading(spec: str, **options: Any) -> Any:
+    """:func:`load_model` as a progress stage: a real checkpoint loads for minutes, and the line names it
+    (a load shorter than the printer's minimum stays quiet)."""
+    with stage("loading", model=spec):
+        return load_model(spec, **options)
+
+
 def load_cached(config: pytest.Config, spec: str) -> Any:
     """Load ``spec`` with the session's device/dtype/batch size, once per process."""
     device = resolved_device(config)
@@ -220,7 +228,7 @@ def load_cached(config: pytest.Config, spec: str) -> Any:
         if scaleout.ray_settings(config) is not None:
             # the driver loads its own copy only for calls that cannot ship (faithtests.models.ray_pool)
             def local() -> Any:
-                model = load_model(spec, device=device, dtype=dtype, batch_size=batch, **options)
+                model = loading(spec, device=device, dtype=dtype, batch_size=batch, **options)
                 _set_threads(config, model)
                 return model
 
@@ -230,7 +238,7 @@ def load_cached(config: pytest.Config, spec: str) -> Any:
         store = output_store(config)
         if store is not None:  # a checkpoint whose outputs the cache holds loads on its first miss
             options["defer_to"] = store
-        cache[key] = load_model(spec, device=device, dtype=dtype, batch_size=batch, **options)
+        cache[key] = loading(spec, device=device, dtype=dtype, batch_size=batch, **options)
         _set_threads(config, cache[key])
         attach_store(config, cache[key])
     return cache[key]

@@ -385,7 +385,8 @@ BUILDERS: dict[str, Callable[..., Path]] = {
 #: Families built in other modules of this package, which import this one (so they are found by name,
 #: not imported here): family -> module whose ``BUILDERS`` builds it.
 MORE_FAMILIES: dict[str, str] = {"qwen2_5_omni": "faithtests.testing.tiny_omni",
-                                 "qwen3_omni_moe": "faithtests.testing.tiny_omni"}
+                                 "qwen3_omni_moe": "faithtests.testing.tiny_omni",
+                                 "gemma3n": "faithtests.testing.tiny_omni"}
 
 
 def build_tiny(family: str, out_dir: str | Path, **kwargs: Any) -> Path:

@@ -145,6 +145,85 @@ def build_tiny_qwen3_omni_moe(
     return _save(model, _qwen_processor(Qwen3OmniMoeProcessor, tok, image_size, PATCH3), Path(out_dir), seed)
 
 
+# -------------------------------------------------------------------------------------------- Gemma 3n
+GEMMA3N_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}<start_of_turn>"
+    "{{ 'model' if message['role'] == 'assistant' else message['role'] }}\n"
+    "{% for item in message['content'] %}"
+    "{% if item['type'] == 'image' %}<image_soft_token>{% elif item['type'] == 'audio' %}<audio_soft_token>"
+    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}<end_of_turn>\n{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+_GEMMA3N_NAMED = {"boi_token": "<start_of_image>", "boa_token": "<start_of_audio>",
+                  "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>",
+                  "eoa_token": "<end_of_audio>", "audio_token": "<audio_soft_token>"}
+#: Gemma 3n embeds ids >= the vision offset with its vision / audio tables: these come last, in this order.
+_GEMMA3N_LAST = ["<end_of_image>", "<image_soft_token>", "<end_of_audio>", "<audio_soft_token>"]
+#: Soft tokens per image of the tiny Gemma 3n (its MobileNetV5 fusion grid is 2x2; the real one 16x16).
+GEMMA3N_GRID = 2
+
+
+def _gemma3n_tokenizer(words: Iterable[str]) -> Any:
+    """:func:`tiny_tokenizer` with the four multimodal tokens moved to the end of the vocabulary."""
+    from tokenizers import Tokenizer  # lazy: torch-free at import (see tiny.tiny_tokenizer)
+    from transformers import PreTrainedTokenizerFast
+
+    base = tiny_tokenizer(["<start_of_turn>", "<end_of_turn>"], words=words, named=_GEMMA3N_NAMED,
+                          bos="<bos>", eos="<end_of_turn>")
+    spec = json.loads(base.backend_tokenizer.to_str())
+    old: dict[str, int] = spec["model"]["vocab"]
+    order = [t for t in sorted(old, key=old.__getitem__) if t not in _GEMMA3N_LAST] + _GEMMA3N_LAST
+    spec["model"]["vocab"] = vocab = {t: i for i, t in enumerate(order)}
+    for added in spec["added_tokens"]:
+        added["id"] = vocab[added["content"]]
+    return _untyped(PreTrainedTokenizerFast)(
+        tokenizer_object=Tokenizer.from_str(json.dumps(spec)), pad_token="<pad>", unk_token="<unk>",
+        bos_token="<bos>", eos_token="<end_of_turn>", extra_special_tokens=dict(_GEMMA3N_NAMED))
+
+
+def build_tiny_gemma3n(
+    out_dir: str | Path, *, words: Iterable[str] = (), image_size: int = 64, seed: int = 0
+) -> Path:
+    """Gemma 3n: the timm MobileNetV5 encoder at 1/16 of its channels (its fusion adapter's 2048 output
+    channels are fixed by timm) pooled to a 2x2 grid (4 soft tokens per image), a 1-layer conformer
+    audio tower (16 mel bins; 188 soft tokens per clip, as the real one: every waveform is padded or cut
+    to 30 s by the feature extractor), and a 2-layer text model with AltUp, LAuReL and per-layer inputs."""
+    from transformers import (  # lazy: torch-free at import (see tiny.tiny_tokenizer)
+        Gemma3nAudioFeatureExtractor,
+        Gemma3nConfig,
+        Gemma3nForConditionalGeneration,
+        Gemma3nProcessor,
+        SiglipImageProcessor,
+    )
+
+    _seeded(seed)
+    tok = _gemma3n_tokenizer(words)
+    text_vocab = len(tok) - len(_GEMMA3N_LAST)
+    text = _text_dims(len(tok), vocab_size_per_layer_input=text_vocab, head_dim=8, num_kv_shared_layers=0,
+                      hidden_size_per_layer_input=4, laurel_rank=4, altup_num_inputs=2,
+                      layer_types=["sliding_attention", "full_attention"], sliding_window=64,
+                      activation_sparsity_pattern=[0.0, 0.0], pad_token_id=tok.pad_token_id,
+                      eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id)
+    vision = {"hidden_size": 2048, "vocab_size": 2, "vocab_offset": text_vocab,
+              "model_args": {"channel_multiplier": 0.0625, "msfa_output_resolution": GEMMA3N_GRID}}
+    audio = {"vocab_size": 2, "vocab_offset": text_vocab + 2, "input_feat_size": MEL_BINS, "hidden_size": 16,
+             "conf_num_attention_heads": 2, "conf_num_hidden_layers": 1, "sscp_conv_channel_size": [8, 8]}
+    ids = {f"{k.removesuffix('_token')}_token_id": int(tok.convert_tokens_to_ids(v))
+           for k, v in _GEMMA3N_NAMED.items()}
+    ids["image_token_id"], ids["audio_token_id"] = ids.pop("image_token_id"), ids.pop("audio_token_id")
+    config = _untyped(Gemma3nConfig)(text_config=text, vision_config=vision, audio_config=audio,
+                                     vision_soft_tokens_per_image=GEMMA3N_GRID**2, **ids)
+    model: Any = Gemma3nForConditionalGeneration(config)
+    model.eval()
+    processor = _untyped(Gemma3nProcessor)(
+        feature_extractor=_untyped(Gemma3nAudioFeatureExtractor)(feature_size=MEL_BINS, sampling_rate=16000),
+        image_processor=_untyped(SiglipImageProcessor)(size={"height": image_size, "width": image_size}),
+        tokenizer=tok, chat_template=GEMMA3N_TEMPLATE, image_seq_length=GEMMA3N_GRID**2,
+        audio_seq_length=config.audio_soft_tokens_per_image,
+    )
+    return _save(model, processor, Path(out_dir), seed)
+
+
 # ------------------------------------------------------------------------------------------ test clips
 TONE_HZ = 440.0
 SECONDS = 2.0
@@ -188,7 +267,6 @@ def write_clip(path: Path, *, audio: bool = True, tone: float = TONE_HZ) -> Path
     return path
 
 
-
 #: Thinker ``model_type`` -> the transformers config class of the released (thinker + talker) model.
 RELEASED_CONFIGS = {"qwen2_5_omni_thinker": "Qwen2_5OmniConfig",
                     "qwen3_omni_moe_thinker": "Qwen3OmniMoeConfig"}
@@ -213,4 +291,5 @@ def save_as_released(thinker_dir: str | Path, out_dir: str | Path) -> Path:
 BUILDERS: dict[str, Callable[..., Path]] = {
     "qwen2_5_omni": build_tiny_qwen2_5_omni,
     "qwen3_omni_moe": build_tiny_qwen3_omni_moe,
+    "gemma3n": build_tiny_gemma3n,
 }

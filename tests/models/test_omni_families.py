@@ -1,5 +1,5 @@
-"""The omni adapter (:mod:`faithtests.models.hf_omni`) on tiny Qwen2.5-Omni and Qwen3-Omni-MoE thinkers:
-prompts with audio, with video frames and their soundtrack, and with images only.
+"""The omni adapter (:mod:`faithtests.models.hf_omni`) on tiny Qwen2.5-Omni and Qwen3-Omni-MoE thinkers and
+a tiny Gemma 3n: prompts with audio, with video frames and their soundtrack, and with images only.
 
 Reference values come from plain processor + forward calls on the same model, so the adapter is checked
 against the library. A real MP4 with a sound track goes through the clip loader and the model.
@@ -7,6 +7,7 @@ against the library. A real MP4 with a sound track goes through the clip loader 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,13 @@ from faithtests.models.interfaces import Audio, Hooks, Prompt, VisionLanguageMod
 from faithtests.models.prompt_keys import prompt_key
 from faithtests.models.prompting import PromptRenderError, interleaves_audio, messages
 from faithtests.models.store import digest
-from faithtests.testing.tiny_omni import BUILDERS, save_as_released, write_clip
+from faithtests.testing.tiny_omni import (
+    BUILDERS,
+    GEMMA3N_GRID,
+    RELEASED_CONFIGS,
+    save_as_released,
+    write_clip,
+)
 
 OPTIONS = ["A", "B"]
 QUESTION = "which is red ? Answer with the letter : A or B"
@@ -32,9 +39,42 @@ def tone(hz: float, seconds: float = 1.0, rate: int = 16_000) -> Audio:
     return Audio((0.5 * np.sin(2 * np.pi * hz * t)).astype(np.float32), rate)
 
 
+@pytest.fixture(scope="module")
+def omni_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """``omni_dir(family)``: the tiny omni model's directory (built once per module)."""
+    built: dict[str, Path] = {}
+
+    def get(family: str) -> Path:
+        if family not in built:
+            built[family] = BUILDERS[family](tmp_path_factory.mktemp(f"tiny_{family}"))
+        return built[family]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def load_omni(omni_dir: Callable[[str], Path]) -> Callable[..., Any]:
+    """``load_omni(family, **kw)`` through the public ``hf:`` path; memoised per (family, kwargs)."""
+    from faithtests.models.registry import load_model
+
+    loaded: dict[tuple[str, tuple[tuple[str, Any], ...]], Any] = {}
+
+    def get(family: str, **kwargs: Any) -> Any:
+        key = (family, tuple(sorted(kwargs.items())))
+        if key not in loaded:
+            loaded[key] = load_model(f"hf:{omni_dir(family)}", device="cpu", **kwargs)
+        return loaded[key]
+
+    return get
+
+
+def family_of(model: HFOmniModel) -> str:
+    return str(model.meta["model_type"]).removesuffix("_thinker")
+
+
 @pytest.fixture(scope="module", params=sorted(BUILDERS))
-def omni(request: pytest.FixtureRequest, load_tiny: Callable[..., Any]) -> HFOmniModel:
-    model = load_tiny(request.param)
+def omni(request: pytest.FixtureRequest, load_omni: Callable[..., Any]) -> HFOmniModel:
+    model = load_omni(request.param)
     assert isinstance(model, HFOmniModel)
     return model
 
@@ -62,9 +102,19 @@ def prompts(images: list[Any], frames: tuple[Any, ...]) -> list[Prompt]:
     ]
 
 
+def altup_index(vlm: HFOmniModel) -> int | None:
+    """Gemma 3n's active AltUp stream (its layers output a stack of streams); None for other families."""
+    index = getattr(vlm.model.config.get_text_config(), "altup_active_idx", None)
+    return None if index is None else int(index)
+
+
 def reference_forward(vlm: HFOmniModel, prompt: Prompt) -> Any:
-    """One prompt through the family's processor and a plain forward (no adapter logic)."""
-    proc = vlm.processor
+    """One prompt through the family's processor and a plain forward (no adapter logic); a family without
+    a video input (Gemma 3n) gets the frames as images, after the prompt's own, and its audio padded to
+    its 30 s window (the adapter's batch-invariant choice: :class:`~.hf_omni.FixedAudioWindow`)."""
+    proc = getattr(vlm.processor, "inner", vlm.processor)
+    if prompt.video and getattr(proc, "video_processor", None) is None:
+        prompt = dataclasses.replace(prompt, images=(*prompt.images, *prompt.video), video=(), video_fps=None)
     both = bool(prompt.video) and prompt.audio is not None and interleaves_audio(proc)
     text = proc.apply_chat_template(messages(prompt, audio_in_video=both), add_generation_prompt=True,
                                     tokenize=False)
@@ -76,18 +126,34 @@ def reference_forward(vlm: HFOmniModel, prompt: Prompt) -> Any:
         kwargs["fps"] = prompt.video_fps
     if prompt.audio is not None:
         kwargs["audio"] = [prompt.audio.samples]
+        if family_of(vlm) == "gemma3n":
+            kwargs["audio_kwargs"] = {"padding": "max_length", "max_length": 30 * 16_000}
     if both:
         kwargs.update(load_audio_from_video=True, audio_from_video_indices=[0])
     inputs = proc(**kwargs)
-    with torch.inference_mode():
-        return inputs, vlm.model(**inputs, use_audio_in_video=both, output_hidden_states=True)
+    extra = {"use_audio_in_video": both} if interleaves_audio(proc) else {}
+    layers, outputs = vlm.model.get_decoder().layers, []
+    handles = [layer.register_forward_hook(lambda _m, _i, out: outputs.append(out)) for layer in layers]
+    try:
+        with torch.inference_mode():
+            out = vlm.model(**inputs, **extra)
+    finally:
+        for handle in handles:
+            handle.remove()
+    stream = altup_index(vlm)
+    out.layer_outputs = [(o[0] if isinstance(o, tuple) else o) if stream is None else o[stream]
+                         for o in outputs]  # [1, T, D] each
+    return inputs, out
 
 
 def test_hf_spec_picks_the_omni_adapter(omni: HFOmniModel) -> None:
     assert isinstance(omni, VisionLanguageModel)
     fp = omni.fingerprint()
-    assert fp["family"].endswith("_thinker")
-    assert fp["architecture"].endswith("ThinkerForConditionalGeneration")
+    if fp["family"] == "gemma3n":
+        assert fp["architecture"] == "Gemma3nForConditionalGeneration"
+    else:
+        assert fp["family"].endswith("_thinker")
+        assert fp["architecture"].endswith("ThinkerForConditionalGeneration")
 
 
 def test_option_logits_and_states_match_plain_forward(omni: HFOmniModel, prompts: list[Prompt]) -> None:
@@ -98,21 +164,23 @@ def test_option_logits_and_states_match_plain_forward(omni: HFOmniModel, prompts
     for row, prompt in enumerate(prompts):
         _, out = reference_forward(omni, prompt)
         assert torch.allclose(decision.logits[row], out.logits[0, -1, ids], atol=1e-4), row
-        hs = out.hidden_states
-        assert torch.allclose(decision.states[0, row], hs[1][0, -1], atol=1e-4)
-        with torch.inference_mode():
-            assert torch.allclose(norm(decision.states[-1, row][None])[0], hs[-1][0, -1], atol=1e-4)
+        for layer, hidden in enumerate(out.layer_outputs):  # each layer's (active-stream) output
+            assert torch.allclose(decision.states[layer, row], hidden[0, -1], atol=1e-4), (row, layer)
+        if altup_index(omni) is None:  # else the head reads the mean of all AltUp streams, not this one
+            with torch.inference_mode():
+                final = omni.model.get_output_embeddings()(norm(decision.states[-1, row][None]))[0]
+            assert torch.allclose(final, out.logits[0, -1], atol=1e-4)
     # the model hears: the same image and question with another tone gives other logits
     assert (decision.logits[0] - decision.logits[2]).abs().max() > 1e-5
 
 
 def test_prefix_cache_and_batch_equal_single(omni: HFOmniModel, prompts: list[Prompt],
-                                             load_tiny: Callable[..., Any]) -> None:
-    family = str(omni.meta["model_type"]).removesuffix("_thinker")
+                                             load_omni: Callable[..., Any]) -> None:
+    family = family_of(omni)
     before = omni.cache_stats()["prefix_calls"]
     cached = omni.decide(prompts, OPTIONS)
     assert omni.cache_stats()["prefix_calls"] == before + 1  # rows 0 and 1 share image and audio
-    full = load_tiny(family, prefix_cache=False).decide(prompts, OPTIONS)
+    full = load_omni(family, prefix_cache=False).decide(prompts, OPTIONS)
     assert (cached.logits - full.logits).abs().max() < 1e-4
     assert (cached.states - full.states).abs().max() < 1e-4
     for row, prompt in enumerate(prompts):
@@ -129,7 +197,7 @@ def test_spans_are_exact(omni: HFOmniModel, prompts: list[Prompt]) -> None:
         assert bool(audio) == (prompt.audio is not None)
         runs = spans.audio_runs[0] if spans.audio_runs else []
         assert [p for a, b in runs for p in range(a, b)] == audio
-        visual = {config.image_token_id, config.video_token_id}
+        visual = {config.image_token_id, getattr(config, "video_token_id", None)}  # Gemma 3n: none
         shown = [i for i, t in enumerate(ids) if t in visual]
         assert [p for a, b in spans.image_runs[0] for p in range(a, b)] == shown
         if prompt.description is not None:
@@ -203,11 +271,13 @@ def test_audio_rejects_bad_waveforms() -> None:
         Audio(np.array([0.0, np.nan], np.float32), 16_000)
 
 
-def test_real_clip_through_tiny_omni(tmp_path: Path, load_tiny: Callable[..., Any]) -> None:
-    """A real MP4 (H.264 + AAC 44.1 kHz stereo) -> 50 frames + 16 kHz mono -> tiny Qwen2.5-Omni."""
+@pytest.mark.parametrize("family", ["qwen2_5_omni", "gemma3n"])
+def test_real_clip_through_tiny_omni(tmp_path: Path, load_omni: Callable[..., Any], family: str) -> None:
+    """A real MP4 (H.264 + AAC 44.1 kHz stereo) -> 50 frames + 16 kHz mono -> tiny Qwen2.5-Omni (a video
+    with its soundtrack interleaved) and tiny Gemma 3n (50 images, then the audio)."""
     clip = load_clip(write_clip(tmp_path / "tone.mp4"))
     assert len(clip.frames) == 50 and clip.sampling_rate == 16_000
-    model = load_tiny("qwen2_5_omni")
+    model = load_omni(family)
     prompt = Prompt((), QUESTION, video=clip.frames, audio=Audio(clip.audio, clip.sampling_rate),
                     video_fps=clip.fps)
     logits = model.option_logits([prompt], ["A", "B", "C", "D", "E", "F"])
@@ -215,19 +285,23 @@ def test_real_clip_through_tiny_omni(tmp_path: Path, load_tiny: Callable[..., An
     assert len(model.generate([prompt], max_new_tokens=2)) == 1
     spans = model.encode([prompt]).spans
     a, b = spans.audio_span(0)
-    assert b - a >= 50  # 2 s at 25 audio tokens per second, interleaved with the frames
+    if family == "gemma3n":
+        assert b - a == model.config.audio_soft_tokens_per_image  # every waveform is one 30 s window
+        assert len(spans.image_runs[0]) == 50  # one run per frame
+        assert sum(e - s for s, e in spans.image_runs[0]) == 50 * GEMMA3N_GRID**2
+    else:
+        assert b - a >= 50  # 2 s at 25 audio tokens per second, interleaved with the frames
 
 
 def test_output_store_keys_audio_and_serves_a_warm_run(
-    omni: HFOmniModel, prompts: list[Prompt], tiny_dir: Callable[[str], Path], tmp_path: Path
+    omni: HFOmniModel, prompts: list[Prompt], omni_dir: Callable[[str], Path], tmp_path: Path
 ) -> None:
     """A warm run answers audio prompts (logits, attentions with audio spans, generations) from the
     store without loading; a prompt that differs only in its audio is a miss that loads the model."""
     from faithtests.models.registry import load_model
     from faithtests.models.store import OutputStore
 
-    family = str(omni.meta["model_type"]).removesuffix("_thinker")
-    spec, cache = f"hf:{tiny_dir(family)}", tmp_path / "cache"
+    spec, cache = f"hf:{omni_dir(family_of(omni))}", tmp_path / "cache"
 
     def fresh() -> Any:
         store = OutputStore(cache)
@@ -249,15 +323,18 @@ def test_output_store_keys_audio_and_serves_a_warm_run(
     assert torch.isfinite(warm.option_logits([other], OPTIONS)).all() and warm.loaded
 
 
+@pytest.mark.parametrize("family", sorted(t.removesuffix("_thinker") for t in RELEASED_CONFIGS))
 def test_a_released_checkpoint_loads_its_thinker(
-    omni: HFOmniModel, prompts: list[Prompt], tiny_dir: Callable[[str], Path], tmp_path: Path
+    family: str, prompts: list[Prompt], omni_dir: Callable[[str], Path], load_omni: Callable[..., Any],
+    tmp_path: Path,
 ) -> None:
     """``model_type`` qwen2_5_omni / qwen3_omni_moe (thinker + talker, weights under ``thinker.``) loads
-    the thinker through the same ``hf:`` path, and it computes what the thinker alone does."""
+    the thinker through the same ``hf:`` path, and it computes what the thinker alone does. (Gemma 3n
+    has no talker: its released checkpoint is the model itself.)"""
     from faithtests.models.registry import load_model
 
-    family = str(omni.meta["model_type"]).removesuffix("_thinker")
-    released = save_as_released(tiny_dir(family), tmp_path / "released")
+    omni = load_omni(family)
+    released = save_as_released(omni_dir(family), tmp_path / "released")
     model = load_model(f"hf:{released}", device="cpu")
     assert isinstance(model, HFOmniModel) and model.meta["model_type"] == f"{family}_thinker"
     mine, alone = model.decide(prompts[:3], OPTIONS), omni.decide(prompts[:3], OPTIONS)
@@ -268,15 +345,20 @@ def test_a_batch_mixes_video_with_sound_and_standalone_audio(
     omni: HFOmniModel, prompts: list[Prompt]
 ) -> None:
     """Generation and attentions batch consecutive prompts without images together: a clip with its
-    soundtrack and a prompt with audio alone go through one processor call and match their single runs."""
+    soundtrack and a prompt with audio alone go through one processor call and match their single runs
+    (Gemma 3n: the clip's frames are images, so the two go in separate calls and still match)."""
     pair = [prompts[3], prompts[5]]
-    enc = omni.encode(pair)
-    for row, prompt in enumerate(pair):
-        alone = omni.encode([prompt]).spans
-        n = alone.length[0]
-        single_ids = omni.encode([prompt]).inputs["input_ids"][0].tolist()
-        assert enc.inputs["input_ids"][row, :n].tolist() == single_ids
-        assert enc.spans.audio_runs[row] == alone.audio_runs[0]
+    if family_of(omni) == "gemma3n":  # frames are images there: one processor call cannot mix the two
+        with pytest.raises(ValueError, match="all have images or all be text-only"):
+            omni.encode(pair)
+    else:
+        enc = omni.encode(pair)
+        for row, prompt in enumerate(pair):
+            alone = omni.encode([prompt]).spans
+            n = alone.length[0]
+            single_ids = omni.encode([prompt]).inputs["input_ids"][0].tolist()
+            assert enc.inputs["input_ids"][row, :n].tolist() == single_ids
+            assert enc.spans.audio_runs[row] == alone.audio_runs[0]
     texts = omni.generate(pair, max_new_tokens=3)
     assert texts == [omni.generate([p], max_new_tokens=3)[0] for p in pair]
     both = omni.attentions(pair)
@@ -284,3 +366,28 @@ def test_a_batch_mixes_video_with_sound_and_standalone_audio(
         single = omni.attentions([prompt])
         n = single.spans.length[0]
         assert torch.allclose(both.weights[1][row, :, :n], single.weights[1][0, :, :n], atol=1e-5)
+
+
+def test_gemma3n_refuses_audio_past_its_window(load_omni: Callable[..., Any], images: list[Any]) -> None:
+    """Gemma 3n's feature extractor cuts audio at 30 s: a longer clip is refused, not heard in part."""
+    model = load_omni("gemma3n")
+    long = Prompt((images[0],), QUESTION, audio=tone(440.0, seconds=30.5))
+    with pytest.raises(PromptRenderError, match="at most 30 s"):
+        model.option_logits([long], OPTIONS)
+    assert torch.isfinite(model.option_logits([Prompt((images[0],), QUESTION, audio=tone(440.0, 29.0))],
+                                              OPTIONS)).all()
+
+
+def test_gemma3n_states_are_the_active_altup_stream(
+    load_omni: Callable[..., Any], prompts: list[Prompt]
+) -> None:
+    """Gemma 3n's layers output a [streams, B, T, D] stack; the adapter's states are its active stream
+    ([B, T, D] to every hook), equal to the stack's slice in a plain forward."""
+    model = load_omni("gemma3n")
+    _, out = reference_forward(model, prompts[4])
+    assert len(model.layers) == model.num_layers
+    states = model.states(prompts[4:5])
+    width = model.model.config.get_text_config().hidden_size
+    assert states.shape == (model.num_layers, 1, width)
+    for layer, hidden in enumerate(out.layer_outputs):
+        assert hidden.shape[-1] == width and torch.allclose(states[layer, 0], hidden[0, -1], atol=1e-4)
