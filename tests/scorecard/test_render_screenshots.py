@@ -6,9 +6,9 @@ verdict colour; the scorecards show a glossary definition, a working table filte
 item viewer (``items.html``) with its filter form; the history page shows its trend plots. The passing
 default run's page, with its sections as they open by default, is at most 8 screens (900 px) tall.
 
-Which reports: ``FAITH_SCREENSHOT_REPORTS="default=DIR,failing=DIR,history=HTML"`` (set by .ci/run after
-its main job, on the real default run). Unset, the reports are built here from ``--faith-limit``ed runs,
-except under CI=true, where .ci/run's later call checks the real ones (the skip says so). Without Chromium
+Which reports: ``FAITH_SCREENSHOT_REPORTS="default=DIR,failing=DIR,history=HTML"`` (set by .ci/run, whose
+main job, the real default run, comes before the library tests). Unset, the reports are built here from
+``--faith-limit``ed runs; under CI=true, unset is a failure (CI must check the real runs). Without Chromium
 the module skips, unless FAITH_REQUIRE_CHROMIUM=1. ``FAITH_SCREENSHOT_OUT=DIR`` keeps the screenshots.
 """
 
@@ -68,7 +68,7 @@ def _from_env(spec: str) -> dict[str, Path]:
     missing = {"default", "failing", "history"} - set(kinds)
     if missing:
         pytest.fail(f"FAITH_SCREENSHOT_REPORTS={spec!r}: no {', '.join(sorted(missing))} (kind=PATH,...)")
-    return {k: Path(v) for k, v in kinds.items()}
+    return {k: Path(v).resolve() for k, v in kinds.items()}  # relative to the cwd (a file URI needs absolute)
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +77,8 @@ def reports(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     if spec:
         return _from_env(spec)
     if os.environ.get("CI") == "true":
-        pytest.skip("under CI, .ci/run checks the real default run after its main job "
-                    "(FAITH_SCREENSHOT_REPORTS)")
+        pytest.fail("CI=true and FAITH_SCREENSHOT_REPORTS unset: .ci/run makes the real runs before the "
+                    "library tests and names them there")
     tmp = tmp_path_factory.mktemp("reports")
     runs = [_pytest_run(tmp / f"history-{s}", HISTORY_SUITE, "--faith-limit", HISTORY_LIMIT, "--faith-seed",
                         str(s), "--faith-run-name", "ci-history", "--faith-step", str(s))
