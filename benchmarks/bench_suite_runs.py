@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -51,6 +52,13 @@ SELECT: list[str] = []  # --select: extra -k for every run
 RUNS: list[dict[str, Any]] = []  # every run's record, in order
 
 
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children, with their own children: a
+    load-independent companion to wall seconds on a shared machine (-n 2 workers included)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def run(name: str, *args: str, tree: Path = ROOT, threads: dict[str, str] | None = None,
         compete: int = 0, select: bool = True) -> tuple[float, Path]:
     """Wall seconds and report directory of ``pytest suites/ ARGS`` in ``tree`` (fails loudly).
@@ -66,21 +74,21 @@ def run(name: str, *args: str, tree: Path = ROOT, threads: dict[str, str] | None
         env["PYTHONPATH"] = str(tree)  # the baseline's own faithtests, not this checkout's
     before = machine_load()
     with competing_load(compete):
-        start = time.perf_counter()
+        start, cpu0 = time.perf_counter(), children_cpu()
         done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
-        wall = time.perf_counter() - start
+        wall, cpu = time.perf_counter() - start, children_cpu() - cpu0  # competitors are reaped later
     if done.returncode != 0:  # recorded, not fatal: the other variants of this one run still count
         print(f"{' '.join(cmd)} exited {done.returncode}:\n{done.stdout[-3000:]}", file=sys.stderr)
     if not (report / "scorecard.json").is_file():
         raise SystemExit(f"{name}: no scorecard written ({done.returncode}):\n{done.stdout[-3000:]}")
     after = machine_load()
-    RUNS.append({"name": name, "wall_s": round(wall, 1), "exit_status": done.returncode, "args": list(args),
-                 "tree": str(tree),
+    RUNS.append({"name": name, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+                 "exit_status": done.returncode, "args": list(args), "tree": str(tree),
                  "thread_variables": threads or {}, "competing_processes": compete,
                  "load_before": before["load_average_1_5_15"], "load_after": after["load_average_1_5_15"],
                  "pytest_processes_before": before["pytest_processes"], "busiest_before": before["busiest"]})
-    print(f"{wall:7.1f} s  load {before['load_average_1_5_15'][0]:5.2f}  {name}: pytest suites/ "
-          f"{' '.join(args)}", flush=True)
+    print(f"{wall:7.1f} s  cpu {cpu:6.1f} s  load {before['load_average_1_5_15'][0]:5.2f}  {name}: "
+          f"pytest suites/ {' '.join(args)}", flush=True)
     return wall, report
 
 
@@ -216,13 +224,20 @@ def main() -> None:
     if "cache" in parts:
         with tempfile.TemporaryDirectory(prefix="faith_cache_") as cache:
             cold, rc = run("cache_cold", "--faith-cache", cache)
-            warm = [run(f"cache_warm{i}", "--faith-cache", cache) for i in (1, 2)]
+            cpus = [RUNS[-1]["cpu_s"]]
+            warm = []
+            for i in (1, 2):
+                warm.append(run(f"cache_warm{i}", "--faith-cache", cache))
+                cpus.append(RUNS[-1]["cpu_s"])
             card = json.loads((warm[0][1] / "scorecard.json").read_text(encoding="utf-8"))
             models = card["fingerprint"]["models"]
             counts = {label: info.get("output_cache") for label, info in models.items()}
         mean_warm = sum(w for w, _ in warm) / len(warm)
         out["cache"] = {"cold_s": round(cold, 1), "warm_s": [round(w, 1) for w, _ in warm],
-                        "speedup_warm_vs_cold": round(cold / mean_warm, 2), "floor": floor(),
+                        "speedup_warm_vs_cold": round(cold / mean_warm, 2),
+                        "cold_cpu_s": cpus[0], "warm_cpu_s": cpus[1:],
+                        "speedup_warm_vs_cold_cpu": round(2 * cpus[0] / max(cpus[1] + cpus[2], 1e-9), 2),
+                        "floor": floor(),
                         "warm_output_cache": counts,
                         "same_metrics_as_cold": _same(metrics(rc), metrics(warm[0][1])),
                         "cold_same_metrics_as_serial": (_same(metrics(rc), metrics(reports["serial"]))

@@ -20,6 +20,9 @@ never revisits; the attention from each step's one query).
 * The model's own generation-config processors (e.g. a repetition penalty) run on L_main before this
   processor, not on L_aux (the reference models have none).
 * Finished rows (an EOS among their new tokens) get no auxiliary forward; generate pads them anyway.
+* A decision is one step (:func:`decision_aux`); under ``--faith-cache`` a rule that splits into a
+  stored choice and its application (:class:`SplitStep`) has its choices stored, so a warm run needs
+  no model for them.
 """
 
 from __future__ import annotations
@@ -27,14 +30,19 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
+import numpy as np
 import torch
+from numpy.typing import NDArray
 
+from faithtests.models.adapter_store import adapter_rows, adapter_store
 from faithtests.models.hooks import AttentionContext, attention_context, register_attention, residual_hooks
 from faithtests.models.interfaces import AttentionModifier, Contrast, Hooks, Prompt
 from faithtests.models.lens import final_norm, unembedding
-from faithtests.progress import call_share
+from faithtests.models.prompt_keys import prompt_keys
+from faithtests.models.prompting import option_token_ids
+from faithtests.progress import call_share, model_call
 
 if TYPE_CHECKING:
     from faithtests.models.generation import GenerationHost
@@ -53,6 +61,8 @@ class StepReading:
     unembedding: torch.Tensor  # [V, D] the LM head's weight (W_head of Eq. 17, transposed), not a copy
     candidates: tuple[int, ...] | None = None  # token ids the step chooses among; None: the vocabulary
 
+
+T = TypeVar("T")
 
 #: ``fn(base_prompt, reading) -> auxiliary prompt`` (``base_prompt`` itself: nothing occluded).
 StepAux = Callable[[Prompt, StepReading], Prompt]
@@ -180,19 +190,12 @@ class StepContrastLogits:
         return scores + self.contrast.eta * torch.relu(scores - aux)
 
 
-@torch.inference_mode()
-def first_step_aux(host: GenerationHost, prompts: Sequence[Prompt], hooks: Hooks | None,
-                   contrast: StepContrast, candidates: Sequence[int] | None = None) -> list[Prompt]:
-    """The auxiliary prompts of the answer step (step 0) of each prompt: the main forward (hooks on) read
-    as generation's first step reads it, then ``contrast.step(contrast.aux[i], reading)``; the reading's
-    ``candidates`` (a decision's option token ids) are what the step chooses among. Scoring calls use
-    them as the auxiliary path of a one-step decision (the caller contrasts the two option logits)."""
-    if contrast.step is None or len(contrast.aux) != len(prompts):
-        raise ValueError(f"first_step_aux: a step rule and one base prompt per row are needed "
-                         f"({len(contrast.aux)} for {len(prompts)})")
+def _first_step(host: GenerationHost, prompts: Sequence[Prompt], hooks: Hooks | None,
+                candidates: tuple[int, ...] | None, read: Callable[[int, StepReading], T]) -> list[T]:
+    """``read(i, reading)`` of each prompt's answer step: the main forward (hooks on) read as
+    generation's first step reads it, in batches of the host's batch size."""
     register_attention()
-    cand = tuple(int(c) for c in candidates) if candidates is not None else None
-    out: list[Prompt] = []
+    out: list[T] = []
     for start in range(0, len(prompts), host.batch_size):
         rows = list(range(start, min(start + host.batch_size, len(prompts))))
         enc = host.encode([prompts[i] for i in rows], padding_side="left")
@@ -205,6 +208,70 @@ def first_step_aux(host: GenerationHost, prompts: Sequence[Prompt], hooks: Hooks
         finally:
             handle.remove()
         for j, i in enumerate(rows):
-            out.append(contrast.step(contrast.aux[i], reader.reading(j, 0, logits[j], cand)))
+            out.append(read(i, reader.reading(j, 0, logits[j], candidates)))
         call_share(len(out), len(prompts))  # progress of the caller's model_call, if any
     return out
+
+
+def _check_rule(contrast: StepContrast, n: int) -> None:
+    if contrast.step is None or len(contrast.aux) != n:
+        raise ValueError(f"first_step_aux: a step rule and one base prompt per row are needed "
+                         f"({len(contrast.aux)} for {n})")
+
+
+@torch.inference_mode()
+def first_step_aux(host: GenerationHost, prompts: Sequence[Prompt], hooks: Hooks | None,
+                   contrast: StepContrast, candidates: Sequence[int] | None = None) -> list[Prompt]:
+    """The auxiliary prompts of the answer step (step 0) of each prompt: the main forward (hooks on) read as
+    generation's first step reads it, then ``contrast.step(contrast.aux[i], reading)``; the reading's
+    ``candidates`` (a decision's option token ids) are what the step chooses among. Scoring calls use
+    them as the auxiliary path of a one-step decision (the caller contrasts the two option logits)."""
+    _check_rule(contrast, len(prompts))
+    step = contrast.step
+    assert step is not None
+    cand = tuple(int(c) for c in candidates) if candidates is not None else None
+    return _first_step(host, prompts, hooks, cand, lambda i, r: step(contrast.aux[i], r))
+
+
+@runtime_checkable
+class SplitStep(Protocol):
+    """A step rule in two parts, so a decision's step can be stored: ``choice`` (an array read off the
+    step's reading, e.g. a mask) and ``apply`` (the auxiliary prompt it makes of the base prompt).
+    ``rule(base, reading)`` must equal ``rule.apply(base, rule.choice(base, reading))``."""
+
+    def choice(self, base: Prompt, reading: StepReading) -> NDArray[Any]: ...
+
+    def apply(self, base: Prompt, choice: NDArray[Any]) -> Prompt: ...
+
+
+def decision_aux(vlm: object, prompts: Sequence[Prompt], options: Sequence[str], hooks: Hooks | None,
+                 contrast: StepContrast, why: str, stage: str) -> list[Prompt]:
+    """:func:`first_step_aux` of ``vlm``'s host with the options' token ids as the step's candidates.
+    With the adapter's output store (``--faith-cache``), a tagged contrast and a :class:`SplitStep`
+    rule, each row's choice is stored (:func:`~.adapter_store.adapter_rows`), keyed by the prompt, its
+    base prompt, the options, the tag and the rule's repr, so a warm run needs no model for it."""
+    _check_rule(contrast, len(prompts))
+    rule = contrast.step
+
+    def host_ids() -> tuple[GenerationHost, tuple[int, ...]]:
+        host = generation_host(vlm, why)  # reads the model: loads it
+        prefix = str(getattr(host, "answer_prefix", ""))
+        return host, tuple(option_token_ids(host.processor.tokenizer, options, prefix))
+
+    if not isinstance(rule, SplitStep) or adapter_store(vlm) is None or not contrast.tag:
+        with model_call(stage, len(prompts), model=getattr(vlm, "spec", None)):
+            host, ids = host_ids()
+            return first_step_aux(host, prompts, hooks, contrast, ids)
+    split: SplitStep = rule
+
+    @torch.inference_mode()
+    def compute(rows: list[int]) -> list[torch.Tensor]:
+        host, ids = host_ids()
+        base = [contrast.aux[r] for r in rows]
+        return _first_step(host, [prompts[r] for r in rows], hooks, ids,
+                           lambda j, r: torch.from_numpy(np.asarray(split.choice(base[j], r))))
+
+    key = prompt_keys(prompts, contrast.aux)
+    kind = f"step_aux{tuple(options)}|{contrast.tag}|{split!r}"
+    got = adapter_rows(vlm, kind, hooks, [key(i) for i in range(len(prompts))], compute, stage)
+    return [split.apply(contrast.aux[i], got[i].numpy()) for i in range(len(prompts))]

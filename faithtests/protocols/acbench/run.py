@@ -270,19 +270,10 @@ def label_token_counts(vlm: VisionLanguageModel, prompts: Sequence[Prompt]) -> N
     """[N, 8]: how many tokens each label has as the assistant's reply to each prompt, counted as
     ``answer_logprob`` sums them (the chat-template rendering of prompt + label, the tokens overlapping
     the label's characters); None when the adapter exposes no processor to count with."""
-    # lazy: torch (models.prompting imports it; this module is torch-free at import)
-    from faithtests.models.prompting import adds_special_tokens, render_with_answer
+    from faithtests.models.answer_tokens import answer_token_counts  # lazy: torch (torch-free at import)
 
-    tok = getattr(getattr(vlm, "processor", None), "tokenizer", None)
-    if tok is None:
-        return None
-    out = np.zeros((len(prompts), len(EMOTIONS)))
-    for i, p in enumerate(prompts):
-        for j, label in enumerate(EMOTIONS):
-            text, a, b = render_with_answer(vlm.processor, p, label)  # type: ignore[attr-defined]
-            enc = tok(text, add_special_tokens=adds_special_tokens(tok, text), return_offsets_mapping=True)
-            out[i, j] = sum(1 for s, e in enc["offset_mapping"] if e > s and s < b and e > a)
-    return out
+    # stored with the adapter's outputs under --faith-cache: a warm run loads no processor for them
+    return answer_token_counts(vlm, prompts, EMOTIONS)
 
 
 def rescored(ans: Answers, token_counts: NDArray[np.float64]) -> Answers:

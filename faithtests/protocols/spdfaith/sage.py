@@ -48,7 +48,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faithtests.models.interfaces import Hooks, Prompt, TokenSpans, VisionLanguageModel
-from faithtests.progress import model_call, stage
+from faithtests.progress import stage
 from faithtests.protocols.spdfaith.sage_mask import (
     FALLBACKS,
     Fallback,
@@ -407,12 +407,19 @@ class SageStep:
         omega_t = image_cells(tam, n_images, self.grid)
         return discrepancy_mask(omega_a, omega_t, self.top_k, self.fallback)
 
-    def __call__(self, base: Prompt, reading: StepReading) -> Prompt:
-        m = self.mask(reading, len(base.images))
-        if not m.any():
+    def choice(self, base: Prompt, reading: StepReading) -> NDArray[np.bool_]:
+        """The step's mask (stored as a decision's step-0 choice with ``--faith-cache``)."""
+        return self.mask(reading, len(base.images))
+
+    def apply(self, base: Prompt, choice: NDArray[np.bool_]) -> Prompt:
+        """``base`` with the cells of mask ``choice`` occluded (``base`` itself when none is)."""
+        if not choice.any():
             return base
-        return Prompt(images=tuple(occlude(im, m) for im in base.images), text=base.text,
+        return Prompt(images=tuple(occlude(im, choice) for im in base.images), text=base.text,
                       description=base.description)
+
+    def __call__(self, base: Prompt, reading: StepReading) -> Prompt:
+        return self.apply(base, self.choice(base, reading))
 
 
 def sage_contrast(prompts: Sequence[Prompt], cfg: SageConfig | None = None, grid: Grid | None = None
@@ -431,11 +438,8 @@ def decision_aux_prompts(
 ) -> list[Prompt]:
     """A decision's auxiliary prompts: the answer step of generation (step 0) read from the main path
     (``hooks`` on), y_t = the top option, the step rule's masked prompts."""
-    # lazy: torch (the models modules import it; this module is torch-free at import)
-    from faithtests.models.prompting import option_token_ids
-    from faithtests.models.step_contrast import first_step_aux, generation_host  # lazy: torch
+    from faithtests.models.step_contrast import decision_aux  # lazy: torch
 
-    host = generation_host(vlm, "SAGE stage 3 reads the answer step's hidden states and attention")
-    ids = option_token_ids(host.processor.tokenizer, options, str(getattr(host, "answer_prefix", "")))
-    with model_call("SAGE masks", len(prompts), model=vlm.spec):
-        return first_step_aux(host, prompts, hooks, sage_contrast(prompts, cfg, grid), ids)
+    # the step's masks are stored with --faith-cache (SageStep is a SplitStep): a warm run loads no model
+    return decision_aux(vlm, prompts, options, hooks, sage_contrast(prompts, cfg, grid),
+                        "SAGE stage 3 reads the answer step's hidden states and attention", "SAGE masks")

@@ -1,0 +1,39 @@
+"""The item report builds its viewer from the rows in memory (no re-read of ``items.jsonl.gz``): the
+page is exactly the one the re-read log gives, for rows holding every kind of value a suite may log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from faithtests.plugin.item_report import image_of, write_item_report
+from faithtests.scorecard.item_log import ITEM_LOG, iter_item_log
+from faithtests.scorecard.model import TestRecord
+from faithtests.scorecard.recording import Faith
+from faithtests.scorecard.scorecard import Scorecard
+from faithtests.scorecard.viewer import VIEWER, render_viewer
+
+
+def _rows() -> list[dict[str, object]]:
+    f = Faith("test_x.py::test_a", "suite", model="clip")
+    f.outputs("acc", {"i1": {"inputs": {"image": "world/caption/0/1", "pair": ("a", "b"), 3: "int key"},
+                             "output": {"p": float("nan"), "q": np.float32(0.123456789), "n": np.int64(7),
+                                        "logits": np.arange(20.0), "text": "é < & > " * 200},
+                             "outcome": np.bool_(True), "invalid": None},
+                      "i2": {"output": {"nested": {"x": [1.5, None, True]}}, "outcome": -0.0,
+                             "invalid": ValueError("bad")},
+                      "i3": {"outcome": {"label": "A"}}}, slice="s")
+    return list(f.record.outputs)
+
+
+def test_viewer_from_memory_equals_the_viewer_of_the_written_log(tmp_path: Path) -> None:
+    rows = _rows()
+    sc = Scorecard(tests=[TestRecord(test="test_x.py::test_a", suite="suite"),
+                          TestRecord(test="test_x.py::test_b", suite="suite")])
+    notes: list[str] = []
+    written = write_item_report(tmp_path, sc, {"test_x.py::test_a": rows}, None, notes)
+    assert written == [tmp_path / ITEM_LOG, tmp_path / VIEWER] and not notes
+    back = list(iter_item_log(tmp_path / ITEM_LOG))
+    assert [{k: v for k, v in r.items() if k not in ("suite", "test")} for r in back] == rows
+    assert (tmp_path / VIEWER).read_text(encoding="utf-8") == render_viewer(back, image_of=image_of)
