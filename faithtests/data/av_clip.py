@@ -153,6 +153,15 @@ def load_clip(video: str | Path, *, audio: str | Path | None = None, frames: int
                     sampling_rate)
 
 
+def load_track(path: str | Path, *, sampling_rate: int = DEFAULT_RATE) -> npt.NDArray[np.float32]:
+    """The audio track of ``path`` alone at ``sampling_rate`` Hz mono float32, without decoding any
+    video frame (an audio question needs no frames); the same :class:`ClipLoadError` kinds as
+    :func:`load_clip`, never silence."""
+    if sampling_rate < 1:
+        raise ValueError(f"sampling_rate must be positive, got {sampling_rate}")
+    return _audio(Path(_stamp(Path(path))[0]), sampling_rate)
+
+
 def clear_memo() -> None:
     """Forget decoded clips (tests; a long process that has moved on to other clips)."""
     _decoded.cache_clear()

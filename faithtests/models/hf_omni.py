@@ -191,6 +191,14 @@ class HFOmniModel(HFVisionLanguageModel):
         model_type = str(self.meta.get("model_type", ""))
         return [as_family_input(p, model_type) for p in prompts]
 
+    def _adapt_hooks(self, hooks: Hooks | None) -> Hooks | None:
+        """``hooks`` with a contrast's auxiliary prompts in the family's form too (they run in the same
+        processor call as the main rows; a step rule's base prompts likewise)."""
+        if hooks is None or hooks.contrast is None:
+            return hooks
+        aux = tuple(self._adapt(hooks.contrast.aux))
+        return dataclasses.replace(hooks, contrast=dataclasses.replace(hooks.contrast, aux=aux))
+
     # Every entry point takes the family's form of its prompts (cache keys included).
     def encode(self, prompts: Sequence[Prompt], padding_side: str = "right") -> EncodedBatch:
         return super().encode(self._adapt(prompts), padding_side)
@@ -207,8 +215,9 @@ class HFOmniModel(HFVisionLanguageModel):
     def answer_logprob(self, prompts: Sequence[Prompt], *args: Any, **kwargs: Any) -> torch.Tensor:
         return super().answer_logprob(self._adapt(prompts), *args, **kwargs)
 
-    def generate(self, prompts: Sequence[Prompt], *args: Any, **kwargs: Any) -> list[str]:
-        return super().generate(self._adapt(prompts), *args, **kwargs)
+    def generate(self, prompts: Sequence[Prompt], max_new_tokens: int = 32, hooks: Hooks | None = None
+                 ) -> list[str]:
+        return super().generate(self._adapt(prompts), max_new_tokens, self._adapt_hooks(hooks))
 
     def attentions(self, prompts: Sequence[Prompt], hooks: Hooks | None = None) -> Attentions:
         """As :meth:`HFVisionLanguageModel.attentions`, with each row's audio runs in the spans (stored

@@ -65,6 +65,7 @@ class ModelHost:
                 "batch_size": getattr(m, "batch_size", None) or getattr(self.model, "batch_size", None),
                 "score_kind": getattr(m, "score_kind", "cosine"),
                 "answer_prefix": getattr(m, "answer_prefix", ""),
+                "accepts_audio": bool(getattr(m, "accepts_audio", False)),  # an omni model hears
                 "kind": "vlm" if isinstance(m, HFVisionLanguageModel) else "scorer"}
 
 

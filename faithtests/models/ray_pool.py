@@ -82,12 +82,16 @@ def merge_attentions(parts: Sequence[Attentions]) -> Attentions:
 
     layers = len(parts[0].weights)
     weights = [torch.cat([pad(p.weights[layer]) for p in parts]) for layer in range(layers)]
+    # omni audio runs: a chunk without audio has none at all, where the whole call has [] per such row
+    heard = any(p.spans.audio_runs for p in parts)
     spans = TokenSpans(
         image=[x for p in parts for x in p.spans.image],
         description=[x for p in parts for x in p.spans.description],
         length=[x for p in parts for x in p.spans.length],
         image_runs=[x for p in parts for x in p.spans.image_runs],
         offset=[x for p in parts for x in p.spans.offset],
+        audio_runs=[x for p in parts for x in (p.spans.audio_runs or [[]] * len(p.spans.length))]
+        if heard else [],
     )
     return Attentions(weights=weights, spans=spans)
 
@@ -221,6 +225,8 @@ class PooledVLM(_Pooled):
         self.num_layers: int = int(meta["num_layers"])
         self.batch_size = int(meta.get("batch_size") or 16)
         self.answer_prefix: str = str(meta.get("answer_prefix", ""))
+        #: Whether prompts may carry audio and video (the workers' omni adapter), as in process.
+        self.accepts_audio = bool(meta.get("accepts_audio", False))
 
     def as_scorer(self) -> PooledScorer:
         """The VLM through its caption log-likelihood, on the same workers (no second copy)."""

@@ -16,6 +16,7 @@ from faithtests.data.av_clip import (
     clear_memo,
     frame_indices,
     load_clip,
+    load_track,
 )
 from faithtests.testing.tiny_omni import SECONDS, TONE_HZ, write_clip
 
@@ -66,6 +67,18 @@ def test_video_without_audio_is_invalid(tmp_path: Path) -> None:
     with pytest.raises(ClipLoadError, match="no audio track") as err:
         load_clip(silent)
     assert err.value.kind == NO_AUDIO
+
+
+def test_track_alone_equals_the_clips_audio_and_refuses_like_it(tmp_path: Path, clip_file: Path) -> None:
+    """``load_track`` (an audio question needs no frames) gives the samples ``load_clip`` gives, with
+    the same error kinds."""
+    np.testing.assert_array_equal(load_track(clip_file), load_clip(clip_file).audio)
+    with pytest.raises(ClipLoadError) as err:
+        load_track(write_clip(tmp_path / "mute.mp4", audio=False))
+    assert err.value.kind == NO_AUDIO
+    with pytest.raises(ClipLoadError) as err:
+        load_track(tmp_path / "absent.mp4")
+    assert err.value.kind == MISSING_FILE
 
 
 def test_corrupt_and_missing_files_are_invalid(tmp_path: Path, clip_file: Path) -> None:
