@@ -13,6 +13,8 @@ from typing import Final, Literal
 
 from PIL import Image
 
+from faithtests.models.interfaces import Audio
+
 Split = Literal["standard_vision", "misleading_vision", "standard_audio", "misleading_audio"]
 SPLITS: Final[tuple[Split, ...]] = (
     "standard_vision",
@@ -39,6 +41,8 @@ OPTION_F: Final = "The audio detail in the question is incorrect"
 MediaLoader = Callable[[], tuple[Image.Image, ...]]
 #: Loads N frames sampled uniformly within a time window (start, end) in seconds (A6/A7 trimming).
 WindowLoader = Callable[[float, float], tuple[Image.Image, ...]]
+#: Loads the stimulus's soundtrack, 16 kHz mono (App. J); raises where the track is missing or corrupt.
+AudioLoader = Callable[[], Audio]
 
 
 def is_misleading(split: str) -> bool:
@@ -72,6 +76,10 @@ class PremiseRecord:
     media: MediaLoader | None = field(default=None, compare=False, repr=False)
     answer_window: tuple[float, float] | None = None
     window_media: WindowLoader | None = field(default=None, compare=False, repr=False)
+    #: The soundtrack (omni stimuli: world clips with sound, IMAVB videos); ``None`` for a silent image.
+    audio: AudioLoader | None = field(default=None, compare=False, repr=False)
+    #: Frames per second of ``media``'s frames as sampled (a clip's frames and its audio align in time).
+    fps: float | None = None
 
     def __post_init__(self) -> None:
         if len(self.options) != 6:

@@ -17,9 +17,13 @@ each example naming its file, line (or row) and field: ``missing field:<name>`` 
 as missing), ``correct_answer not one letter A-F`` (exactly one of A–F after trimming whitespace: "a
 blue screen", "(C)" or "b" are not read as letters), ``answer does not fit split`` (a standard answer
 must be A–D, misleading vision E, misleading audio F), ``duplicate video_id in split``, ``missing
-video``, ``unreadable video``. A row's optional ground-truth answer timestamp (``answer_timestamp``
-and the other :data:`TIMESTAMP_KEYS`; "[20s-30s]", "20-30", [20, 30] or {"start", "end"}) is what
-A6/A7 trim to; one that cannot be read is counted (``answer_timestamp unreadable``) and the row kept.
+video``, ``unreadable video``, and for an audio question a clip without an audio stream ``no_audio``
+(every record of a clip carries its soundtrack loader, :func:`.video.load_audio`, 16 kHz mono, and the
+``fps`` of its sampled frames; a track that does not decode raises ``ClipLoadError`` when a prompt needs
+it, which the runner counts, never replaced by silence). A row's optional ground-truth answer timestamp
+(``answer_timestamp`` and the other :data:`TIMESTAMP_KEYS`; "[20s-30s]", "20-30", [20, 30] or
+{"start", "end"}) is what A6/A7 trim to; one that cannot be read is counted (``answer_timestamp
+unreadable``) and the row kept.
 
 Errors that make the data set unusable are raised, naming the file and line: a JSONL line that is not
 JSON or not an object, a JSON row that is not an object, a split file with no rows, and a split present
@@ -37,9 +41,16 @@ from pathlib import Path
 from typing import Any, cast
 
 from faithtests.data.invalid import CountsInvalid
-from faithtests.protocols.imavb.records import LETTERS, SPLITS, PremiseRecord, Split
+from faithtests.protocols.imavb.records import LETTERS, SPLITS, PremiseRecord, Split, modality
 from faithtests.protocols.imavb.stimuli import premise_items
-from faithtests.protocols.imavb.video import DEFAULT_FRAMES, probe_video, sample_frames
+from faithtests.protocols.imavb.video import (
+    DEFAULT_FRAMES,
+    clip_seconds,
+    load_audio,
+    probe_audio,
+    probe_video,
+    sample_frames,
+)
 
 REQUIRED = ("video_id", "question", *(f"option_{x.lower()}" for x in LETTERS), "correct_answer", "video")
 TIMESTAMP_KEYS = ("answer_timestamp", "gt_timestamp", "timestamp", "answer_time")
@@ -63,7 +74,8 @@ class Loaded(CountsInvalid):
 def world_records(n: int, seed: int) -> list[PremiseRecord]:
     """Standard and misleading vision variants of ``n`` reference-world stimuli (IMAVB §2.3 shape).
 
-    The world has no audio: its items are the two vision splits only (``faithtests.protocols.imavb.stimuli``).
+    The image world: the two vision splits only (``faithtests.protocols.imavb.stimuli``); the world's
+    clips with sound and all four splits are ``audio_stimuli.clip_records``.
     """
     out: list[PremiseRecord] = []
     for item in premise_items(n, seed):
@@ -162,6 +174,30 @@ def _first(row: Mapping[str, Any], keys: Iterable[str]) -> str | None:
     return None
 
 
+def _clip_problem(path: Path | None, split: str, check_videos: bool) -> tuple[str, str] | None:
+    """(invalid kind, reason) of a row's clip: its video (every split) and, for an audio question, its
+    soundtrack (``no_audio`` where the file has no audio stream: never silence instead)."""
+    if path is None:
+        return "missing video", "missing video"
+    if not check_videos:
+        return None
+    reason = probe_video(path)
+    if reason is not None:
+        return reason.split(":")[0], reason
+    if modality(split) == "audio":
+        kind = probe_audio(path)
+        if kind is not None:
+            return kind, f"audio track: {kind}"
+    return None
+
+
+def _fps(path: Path, n_frames: int) -> float | None:
+    """Frames per second of the ``n_frames`` sampled uniformly over the clip (its audio spans the same
+    time); ``None`` where the container does not give the duration."""
+    seconds = clip_seconds(path)
+    return n_frames / seconds if seconds else None
+
+
 def _window_loader(path: Path, n_frames: int) -> Any:
     def load(start: float, end: float) -> tuple[Any, ...]:
         return sample_frames(path, n_frames, (start, end))
@@ -216,9 +252,9 @@ def validate_rows(
             out.reject("duplicate video_id in split", f"{where} field video_id")
             continue
         path = _video_path(row["video"], root, split)
-        reason = "missing video" if path is None else (probe_video(path) if check_videos else None)
-        if reason is not None:
-            out.reject(reason.split(":")[0], f"{where} field video: {reason} ({path})")
+        problem = _clip_problem(path, split, check_videos)
+        if problem is not None:
+            out.reject(problem[0], f"{where} field video: {problem[1]} ({path})")
             continue
         seen.add((split, vid))
         assert path is not None
@@ -243,6 +279,8 @@ def validate_rows(
                 media=partial(sample_frames, path, n_frames),
                 answer_window=window,
                 window_media=_window_loader(path, n_frames),
+                audio=partial(load_audio, path),
+                fps=_fps(path, n_frames) if check_videos else None,
             )
         )
     first = {sid: i for i, sid in reversed(list(enumerate(r.stimulus_id for r in out.records)))}

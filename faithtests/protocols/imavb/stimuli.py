@@ -3,9 +3,10 @@ misleading variants.
 
 Each stimulus (one scene) yields a standard question, whose premise is true and whose answer is one of
 A-D, and a misleading copy with exactly one premise detail swapped to a false one, whose answer is E.
-Both share the same A-D options. Options E and F are always shown (App. I.1 A1). The world has no
-audio: F ("The audio detail in the question is incorrect") is shown and never correct, and there are no
-standard_audio / misleading_audio variants; a suite reports the vision splits and says so.
+Both share the same A-D options. Options E and F are always shown (App. I.1 A1). These image items
+are silent: F ("The audio detail in the question is incorrect") is shown and never correct here. The
+world's clips with sound (:mod:`.audio_stimuli`) keep these vision questions bit for bit and add the
+standard_audio / misleading_audio variants (answer F when the audio premise is false).
 
 Question categories (IMAVB's eight are video reasoning types; the world's are what a still scene can
 ask): colour, shape, count, position, existence, scene_description, emotional. Misleading

@@ -14,6 +14,10 @@ A6/A7 (App. C) trim the clip to a time window: the frames whose presentation tim
 Decoding 50 frames of a long clip is the expensive step, so the last few (path, N, window) results are
 kept (:data:`CACHE_SIZE`): the standard and misleading variants of a stimulus, which the loader keeps
 next to each other, decode once. PyAV is the ``imavb`` extra: ``pip install 'faithtests[imavb]'``.
+
+The soundtrack (:func:`load_audio`) is decoded and resampled to 16 kHz mono by
+:func:`faithtests.data.av_clip.load_track` (FFmpeg's resampler), once per clip; :func:`probe_audio` names
+a clip without an audio stream (``no_audio``) without decoding it.
 """
 
 from __future__ import annotations
@@ -26,9 +30,14 @@ from typing import Any, Final
 import numpy as np
 from PIL import Image
 
+from faithtests.data.av_clip import CORRUPT, DEFAULT_RATE, MISSING_FILE, NO_AUDIO, load_track
+from faithtests.models.interfaces import Audio
+
 DEFAULT_FRAMES: Final = 50
 #: Decoded stimuli kept (full-resolution frames: 50 frames of 720p are ~140 MB, so only a few).
 CACHE_SIZE: Final = 2
+#: Decoded soundtracks kept (a 5 min track at 16 kHz float32 is ~19 MB).
+AUDIO_CACHE_SIZE: Final = 8
 
 Window = tuple[float, float]
 
@@ -136,6 +145,59 @@ def sample_frames(
         while len(_CACHE) > CACHE_SIZE:
             _CACHE.popitem(last=False)
     return frames
+
+
+def probe_audio(path: str | Path) -> str | None:
+    """The invalid kind of the clip's soundtrack (:mod:`faithtests.data.av_clip`'s ``missing_file``,
+    ``corrupt_clip``, ``no_audio``), or ``None`` where the file has an audio stream. A cheap check (the
+    container is opened, nothing decoded); a track that is there but does not decode fails in
+    :func:`load_audio`."""
+    p = Path(path)
+    if not p.is_file():
+        return MISSING_FILE
+    av = require_av()
+    try:
+        with av.open(str(p)) as c:
+            return None if c.streams.audio else NO_AUDIO
+    except Exception:  # PyAV's own error types (av.error.*)
+        return CORRUPT
+
+
+def clip_seconds(path: str | Path) -> float | None:
+    """The clip's duration from its container (``None`` where it does not say or cannot be opened)."""
+    av = require_av()
+    try:
+        with av.open(str(path)) as c:
+            if c.duration:
+                return float(c.duration) / float(av.time_base)
+            stream = c.streams.video[0]
+            if stream.duration and stream.time_base:
+                return float(stream.duration * stream.time_base)
+    except Exception:  # PyAV's own error types; the frame loader reports the video's problem
+        return None
+    return None
+
+
+_AUDIO: OrderedDict[tuple[str, int], Audio] = OrderedDict()
+
+
+def load_audio(path: str | Path, sampling_rate: int = DEFAULT_RATE) -> Audio:
+    """The clip's soundtrack at ``sampling_rate`` Hz mono (App. J: 16 kHz), decoded and resampled by
+    :func:`faithtests.data.av_clip.load_track` (no video frame decoded) once per clip (the last
+    :data:`AUDIO_CACHE_SIZE` kept).
+    A missing or undecodable track raises :class:`~faithtests.data.av_clip.ClipLoadError` (an
+    ``OSError`` whose ``kind`` is its invalid count): never silence."""
+    key = (str(Path(path).resolve()), int(sampling_rate))
+    with _LOCK:
+        if key in _AUDIO:
+            _AUDIO.move_to_end(key)
+            return _AUDIO[key]
+    audio = Audio(load_track(path, sampling_rate=sampling_rate), int(sampling_rate))
+    with _LOCK:
+        _AUDIO[key] = audio
+        while len(_AUDIO) > AUDIO_CACHE_SIZE:
+            _AUDIO.popitem(last=False)
+    return audio
 
 
 def probe_video(path: str | Path) -> str | None:

@@ -19,15 +19,22 @@ N_FRAMES = 10
 
 
 def make_video(path: Path, n: int = N_FRAMES) -> Path:
-    """Frame i is a flat grey of level 20·i (so a sampled frame tells its index)."""
+    """Frame i is a flat grey of level 20·i (so a sampled frame tells its index), with a 1 s mono sine
+    track (the audio rows need one: a clip without audio counts ``no_audio``)."""
     with av.open(str(path), "w") as c:
         s = c.add_stream("mpeg4", rate=10)
         s.width, s.height, s.pix_fmt = 32, 32, "yuv420p"
+        a = c.add_stream("aac", rate=16_000, layout="mono")
         for i in range(n):
             frame = av.VideoFrame.from_ndarray(np.full((32, 32, 3), 20 * i, np.uint8), format="rgb24")
             for p in s.encode(frame):
                 c.mux(p)
         for p in s.encode():
+            c.mux(p)
+        wave = (0.3 * np.sin(2 * np.pi * 440 * np.arange(16_000) / 16_000)).astype(np.float32)[None]
+        sound = av.AudioFrame.from_ndarray(wave, format="fltp", layout="mono")
+        sound.sample_rate = 16_000
+        for p in [*a.encode(sound), *a.encode(None)]:
             c.mux(p)
     return path
 
