@@ -23,6 +23,7 @@ import torch
 
 from faithtests.models.locations import writable_fixtures_root
 from faithtests.reference.train_clip import train_clip
+from faithtests.reference.train_omni import train_omni, train_omni_deaf
 from faithtests.reference.train_vlm import TWIN_STEPS, VLM_PHASES, store_half, train_vlm
 
 DEFAULT_SEED = 0
@@ -85,6 +86,8 @@ RECIPES: dict[str, Callable[[Path, int, int], dict[str, Any]]] = {
     "vlm-positionbiased": lambda out, seed, _: _vlm(out, seed, "positionbiased"),
     "vlm-sameprior": lambda out, seed, _: _vlm(out, seed, "sameprior"),
     "vlm-diffblind": lambda out, seed, _: _vlm(out, seed, "diffblind"),
+    "omni": lambda out, seed, _: train_omni(out, seed),
+    "omni-deaf": lambda out, seed, _: train_omni_deaf(out, seed),
 }
 
 

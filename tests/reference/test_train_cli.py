@@ -12,7 +12,7 @@ from faithtests.reference.train import RECIPES, main, train_reference
 
 def test_known_names() -> None:
     assert set(RECIPES) == {"clip", "clip-colorblind", "vlm", "vlm-textbiased", "vlm-positionbiased",
-                            "vlm-sameprior", "vlm-diffblind"}
+                            "vlm-sameprior", "vlm-diffblind", "omni", "omni-deaf"}
 
 
 def test_unknown_name_is_a_clear_error() -> None:
