@@ -50,6 +50,8 @@ class Manifest:
     world: str | None = None
     training: str | None = None
     glossary: str = ""  # "module:attribute" of its MetricTerm tuple (faithtests.scorecard.glossary)
+    #: Its suites put audio in prompts: a run naming no model adds the bundled omni reference to them.
+    audio: bool = False
 
 
 def load_attr(ref: str) -> Any:

@@ -6,9 +6,13 @@ are always shown (App. I.1 A1). The model answers by the argmax of its six lette
 parsing; a tied top logit is no answer, counted wrong and reported), under the fixed order and K = 3
 permutations seeded by MD5(video_id + correct_answer + shuffle_id), mapped back through the inverse
 permutation (App. D). Metrics: accuracy per split (mean over shuffles; the fixed order a slice), Bal
-(Eq. 1), bootstrap CIs over stimuli. Representation–action gap (§4.3): per-layer logistic probes for
+(Eq. 1), bootstrap CIs over stimuli. A model that hears (``accepts_audio``) gets every clip with its
+soundtrack and runs all four splits (the full Bal); an image-only model runs the vision splits, its
+audio tests skip as not applicable with the reason, and Bal is the slice "vision only".
+Representation–action gap (§4.3): per-layer logistic probes for
 misleading vs standard on last-token states (4-fold stratified group CV by stimulus), peak layer l*,
-text-only baselines (TF-IDF, all-MiniLM-L6-v2), residualised probe (App. L), logit lens (Eqs. 3–4).
+text-only baselines (TF-IDF, all-MiniLM-L6-v2), residualised probe (App. L), logit lens (Eqs. 3–4) per
+split; per modality (vision-grounded mis_v vs std_v, audio-grounded mis_a vs std_a) and their asymmetry.
 PGLA (§5, App. G): the variant ``pgla`` is the held-out 75% with the probe-gated logit adjustment
 (computed offline from the base logits; the ``Hooks.logit_adjuster`` path is checked equal on a few
 records); the base variant also reports the same 75% rows as the slice ``rows=pgla_eval``.
@@ -19,11 +23,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from faithtests.protocols.imavb.exemplars import exemplar, item_outputs, variant_exemplar
 from faithtests.protocols.imavb.fixtures import PREMISE_BOOTSTRAP, PREMISE_VARIANTS, PremiseData
 from faithtests.protocols.imavb.metrics import (
     SplitScores,
     answers,
     correct,
+    modality_gap,
     per_order_accuracy,
     rejection_rates,
     shuffle_spread,
@@ -42,7 +48,7 @@ from faithtests.protocols.imavb.probes import (
     residualised_probe,
     tfidf_baseline,
 )
-from faithtests.protocols.imavb.records import LETTERS, SHORT, VISION_SPLITS, PremiseRecord
+from faithtests.protocols.imavb.records import SHORT, SPLITS, modality
 from faithtests.protocols.imavb.results import (
     a1_correct,
     eval_splits,
@@ -53,7 +59,7 @@ from faithtests.protocols.imavb.results import (
     stimuli,
     ties,
 )
-from faithtests.protocols.imavb.run import ChoiceRun, EmbedderUnavailable, VariantRun
+from faithtests.protocols.imavb.run import UNREADABLE_AUDIO, UNREADABLE_VIDEO, ChoiceRun, EmbedderUnavailable
 from faithtests.scorecard.model import InsufficientData, Series
 from faithtests.scorecard.recording import Faith
 from faithtests.stats import cluster_bootstrap_ci
@@ -67,7 +73,8 @@ PUBLIC_RESID = "public code: standardised inputs"
 IN_SAMPLE = "l* in-sample (paper)"
 EVAL_ROWS = "rows=pgla_eval"  # the PGLA evaluation rows (75% of stimuli), for base vs pgla like for like
 #: App. I.1's other prompts beside A1; A3 and A5 generate up to 512 / 256 tokens per question, hence
-#: ``slow``. A6/A7 trim a video to its answer timestamp: on image stimuli they record "not applicable".
+#: ``slow``. A6/A7 trim a video to its answer timestamp: on images and the world's clips (no timestamp)
+#: they record "not applicable" with the reason.
 PROMPTS = ("A2", "A4", "A6", "A7", pytest.param("A3", marks=pytest.mark.slow),
            pytest.param("A5", marks=pytest.mark.slow))
 
@@ -117,13 +124,22 @@ def _eval_rows(
         return e
 
 
+def _not_applicable(data: PremiseData, what: str) -> None:
+    """Skip (never pass) a test of the audio half the model cannot take, saying why."""
+    pytest.skip(f"{what} not applicable: {data.reason or 'no audio records in this dataset'}")
+
+
 @pytest.mark.parametrize("variant", PREMISE_VARIANTS)
-@pytest.mark.parametrize("split", VISION_SPLITS)
+@pytest.mark.parametrize("split", SPLITS)
 def test_premise_accuracy(
     faith: Faith, premise_data: PremiseData, split: str, variant: str, faith_seed: int
 ) -> None:
-    run = _run(premise_data, variant, faith_seed)
+    """Accuracy per split (std_v, mis_v, std_a, mis_a; Table 1) with its question-type and misleading-
+    subcategory slices (Tables 13, 14). An audio split the model cannot take skips as not applicable."""
     _record_invalid(faith, premise_data)
+    if modality(split) == "audio" and split not in premise_data.splits():
+        _not_applicable(premise_data, SHORT[split])
+    run = _run(premise_data, variant, faith_seed)
     c = item_correct(run)
     splits = [r.split for r in run.records]
     m = split_mask(splits, split)
@@ -156,9 +172,9 @@ def test_premise_accuracy(
         higher_is_better=split.startswith("misleading"),
     )
     faith.items(f"{name}_correct", {r.item_id: float(v) for r, v in zip(recs, per_item[m], strict=True)})
-    faith.outputs(name, _outputs(run, recs, per_item[m]))
+    faith.outputs(name, item_outputs(run, recs, per_item[m]))
     wrong = [j for j in np.argsort(per_item[m])[:4] if per_item[m][j] < 1]
-    faith.exemplars([_exemplar(run, recs[j], f"correct in {per_item[m][j]:.0%} of shuffles") for j in wrong])
+    faith.exemplars([exemplar(run, recs[j], f"correct in {per_item[m][j]:.0%} of shuffles") for j in wrong])
     if variant == "base":  # the pgla variant is a diagnostic intervention (§5): recorded, gated by nothing
         faith.check(name)
 
@@ -185,6 +201,9 @@ def test_balanced_accuracy(faith: Faith, premise_data: PremiseData, variant: str
     _record_boot(faith, fixed, "fixed order")
     faith.metric("Bal", fixed.bal, ci=fixed.bal_ci, n=n_stim, slice="fixed order")
     orders: list[float | str] = ["fixed", *(f"shuffle {k}" for k in range(c.shape[1] - 1))]
+    if not ss.vision_only:  # Table 14's "Vision–Audio Gap" row: mis_v − mis_a (recorded, not gated)
+        _mis_gap(faith, shuffled(c), run, faith_seed, None)
+        _mis_gap(faith, c[:, 0].astype(float), run, faith_seed, "fixed order")
     faith.plot(
         "accuracy per split by option order",
         "bar",
@@ -213,7 +232,8 @@ def test_prompt_variant(faith: Faith, premise_data: PremiseData, prompt: str, fa
     at = {r.item_id: i for i, r in enumerate(run.records)}
     rows = np.array([at[r.item_id] for r in vr.records], dtype=np.int64)
     lost = len(run.records) - len(rows)
-    unread = vr.invalid.get("unreadable video", 0) + sum(vr.not_applicable.values())
+    unread = vr.invalid.get(UNREADABLE_VIDEO, 0) + vr.invalid.get(UNREADABLE_AUDIO, 0)
+    unread += sum(vr.not_applicable.values())
     assert lost == unread, f"{prompt}: {lost - unread} records neither answered nor counted invalid"
     if not vr.records:  # nothing it applies to (A6/A7 on image stimuli): the counts above say why
         return
@@ -228,16 +248,21 @@ def test_prompt_variant(faith: Faith, premise_data: PremiseData, prompt: str, fa
     delta = split_scores(vr.correct - a1, sp, stim, n_resamples=PREMISE_BOOTSTRAP, seed=faith_seed)
     faith.metric("delta_Bal_vs_A1", delta.bal, ci=delta.bal_ci, n=len(set(stim)), slice=where)
     wrong = [j for j in np.argsort(vr.correct)[:4] if vr.correct[j] < 1]
-    faith.exemplars([_variant_exemplar(vr, j) for j in wrong])
+    faith.exemplars([variant_exemplar(vr, j) for j in wrong])
 
 
 def test_representation_action_gap(faith: Faith, premise_data: PremiseData, faith_seed: int) -> None:
+    """§4.3 on the vision-grounded rows (mis_v vs std_v, the gate's quantity for every model), App. L,
+    and the logit lens per split (Table 3's four columns where the model hears)."""
     run = premise_data.run
     assert run.states is not None, "the A1 run kept no hidden states"
-    y = np.array([r.misleading for r in run.records], dtype=int)
-    stim = premise_data.stimuli()
-    texts = [r.question for r in run.records]
-    curve, folds = premise_data.gap_curve(faith_seed)
+    rows = premise_data.modality_rows("vision")
+    states = run.states[:, rows]
+    recs = [run.records[int(i)] for i in rows]
+    y = np.array([r.misleading for r in recs], dtype=int)
+    stim = [r.stimulus_id for r in recs]
+    texts = [r.question for r in recs]
+    curve, folds = premise_data.gap_curve(faith_seed, "vision")
     accs = [p.accuracy for p in curve]
     layer = peak_layer(accs)
     probe = curve[layer]
@@ -251,16 +276,16 @@ def test_representation_action_gap(faith: Faith, premise_data: PremiseData, fait
     public = tfidf_baseline(texts, y, folds, seed=faith_seed, public=True)  # recorded, not gated
     faith.metric("text_tfidf_acc", public.accuracy, n=len(y), higher_is_better=False, slice=PUBLIC_TFIDF)
     try:
-        emb = premise_data.embeddings()
+        emb = premise_data.embeddings()[rows]
     except EmbedderUnavailable as e:
         faith.invalid("sentence-embedding baseline not run", 1, examples=[str(e)])
     else:
         sbert = cv_accuracy(emb, y, folds, seed=faith_seed)
         baselines["SBERT"] = sbert.accuracy
         faith.metric("text_sbert_acc", sbert.accuracy, n=len(y), higher_is_better=False)
-        res = residualised_probe(run.states[layer], emb, y, folds, seed=faith_seed)
+        res = residualised_probe(states[layer], emb, y, folds, seed=faith_seed)
         faith.metric("probe_acc_residualised", res.result.accuracy if res.result else float("nan"), n=len(y))
-        pub = residualised_probe(run.states[layer], emb, y, folds, seed=faith_seed, standardise=True)
+        pub = residualised_probe(states[layer], emb, y, folds, seed=faith_seed, standardise=True)
         faith.metric("probe_acc_residualised", pub.result.accuracy if pub.result else float("nan"),
                      n=len(y), slice=PUBLIC_RESID)  # recorded, not gated
         for r, where in ((res, "App. L"), (pub, PUBLIC_RESID)):
@@ -270,16 +295,12 @@ def test_representation_action_gap(faith: Faith, premise_data: PremiseData, fait
                     1,
                     examples=[f"Ridge W spans {max(r.removed_dims)} of {r.hidden_dims} hidden dims"],
                 )
-    gold = np.array([r.correct_index for r in run.records])
-    mis = y == 1
-    mis_rate = float(correct(answers(run.logits[mis][:, 1:]), gold[mis]).mean())
-    faith.metric("behaviour_mis_rejection", mis_rate, n=int(mis.sum()))
+    faith.metric("behaviour_mis_rejection", _mis_rejection(run, rows), n=int(y.sum()))
     # std_v vs mis_v, one of each per stimulus: balanced 1:1 within modality like Table 16's "Original"
     # column (Table 3's 1:2 cross-modal probe is another quantity); chance is the majority share
-    assert {r.split for r in run.records} <= set(VISION_SPLITS), "the probe is within the vision splits"
     chance = max(float(y.mean()), 1.0 - float(y.mean()))
     faith.metric("probe_misleading_share", float(y.mean()), n=len(y), higher_is_better=False)
-    nested = nested_peak(run.states, y, stim, folds, seed=faith_seed)
+    nested = nested_peak(states, y, stim, folds, seed=faith_seed)
     faith.metric("probe_margin", margin_over_text(nested.accuracy, baselines, chance), n=len(y))
     faith.metric("probe_margin", probe_margin(accs, baselines, chance), n=len(y), slice=IN_SAMPLE)
     layers: list[float | str] = list(range(len(accs)))
@@ -293,23 +314,90 @@ def test_representation_action_gap(faith: Faith, premise_data: PremiseData, fait
         x_label="decoder layer",
         y_label="held-out accuracy",
     )
-    if premise_data.lens is None:
-        faith.invalid("logit lens not run", 1, examples=[premise_data.lens_reason])
-    else:
-        pc = lens_correct(premise_data.lens, gold)
-        masks = {s: split_mask(premise_data.splits(), s) for s in VISION_SPLITS}
-        faith.plot(
-            "logit lens P_l(correct) by layer per split",
-            "line",
-            [Series(SHORT[s], layers, list(pc[:, m].mean(axis=1))) for s, m in masks.items()],
-            x_label="decoder layer",
-            y_label="P_l(correct)",
-        )
-        for s, m in masks.items():
-            faith.metric(
-                "lens_peak_P_correct", float(pc[:, m].mean(axis=1).max()), n=int(m.sum()), slice=SHORT[s]
-            )
+    _record_lens(faith, premise_data, layers)
     faith.check("probe_margin")
+
+
+def _mis_rejection(run: ChoiceRun, rows: np.ndarray) -> float:
+    """Share of the misleading rows among ``rows`` answered with their rejection option (over shuffles)."""
+    mis = np.array([run.records[int(i)].misleading for i in rows], dtype=bool)
+    gold = np.array([run.records[int(i)].correct_index for i in rows])
+    return float(correct(answers(run.logits[rows][mis][:, 1:]), gold[mis]).mean())
+
+
+def _record_lens(faith: Faith, data: PremiseData, layers: list[float | str]) -> None:
+    """Logit lens (Eqs. 3–4): P_l(correct) by layer per split present (both modalities where heard)."""
+    if data.lens is None:
+        faith.invalid("logit lens not run", 1, examples=[data.lens_reason])
+        return
+    pc = lens_correct(data.lens, np.array([r.correct_index for r in data.run.records]))
+    masks = {s: split_mask(data.splits(), s) for s in SPLITS if s in data.splits()}
+    faith.plot(
+        "logit lens P_l(correct) by layer per split",
+        "line",
+        [Series(SHORT[s], layers, list(pc[:, m].mean(axis=1))) for s, m in masks.items()],
+        x_label="decoder layer",
+        y_label="P_l(correct)",
+    )
+    for s, m in masks.items():
+        peak = float(pc[:, m].mean(axis=1).max())
+        faith.metric("lens_peak_P_correct", peak, n=int(m.sum()), slice=SHORT[s])
+
+
+def test_probe_asymmetry(faith: Faith, premise_data: PremiseData, faith_seed: int) -> None:
+    """§4.3's modality-specific probes: vision-grounded (mis_v vs std_v) and audio-grounded (mis_a vs
+    std_a), each at its own l* against its own TF-IDF baseline, and the asymmetry = vision-grounded −
+    audio-grounded probe accuracy (the paper's "audio-grounded probes underperform vision-grounded
+    ones") with a CI from a bootstrap over stimuli of the per-row held-out hits at l*. Recorded, not
+    gated: Table 3's probes are 1:2 (all standard rows as negatives), another quantity than these 1:1
+    within-modality probes. A model that takes no audio skips as not applicable."""
+    run = premise_data.run
+    if not premise_data.modality_rows("audio").size:
+        _not_applicable(premise_data, "the audio-grounded probe")
+    assert run.states is not None, "the A1 run kept no hidden states"
+    hits: dict[str, tuple[np.ndarray, list[str]]] = {}
+    for target in ("vision", "audio"):
+        rows = premise_data.modality_rows(target)
+        recs = [run.records[int(i)] for i in rows]
+        y = np.array([r.misleading for r in recs], dtype=int)
+        stim = [r.stimulus_id for r in recs]
+        curve, folds = premise_data.gap_curve(faith_seed, target)
+        accs = [p.accuracy for p in curve]
+        layer = peak_layer(accs)
+        h = (curve[layer].predictions == y).astype(float)
+        hits[target] = (h, stim)
+        where = f"{target}-grounded"
+        ci = cluster_bootstrap_ci(h, stim, seed=faith_seed)
+        faith.metric("probe_acc", curve[layer].accuracy, ci=ci, n=len(y), slice=where)
+        faith.metric("l_star", float(layer), n=len(y), slice=where)
+        tfidf = tfidf_baseline([r.question for r in recs], y, folds, seed=faith_seed).accuracy
+        faith.metric("text_tfidf_acc", tfidf, n=len(y), higher_is_better=False, slice=where)
+        chance = max(float(y.mean()), 1.0 - float(y.mean()))
+        margin = probe_margin(accs, {"TF-IDF": tfidf}, chance)
+        faith.metric("probe_margin", margin, n=len(y), slice=f"{where}, {IN_SAMPLE}")
+        faith.metric("behaviour_mis_rejection", _mis_rejection(run, rows), n=int(y.sum()), slice=where)
+    gap = modality_gap(*hits["vision"], *hits["audio"], n_resamples=PREMISE_BOOTSTRAP, seed=faith_seed)
+    _record_empty(faith, gap.empty_resamples, "probe asymmetry")
+    faith.metric("probe_asymmetry", gap.gap, ci=gap.ci, n=gap.n_vision + gap.n_audio, higher_is_better=False)
+    assert np.isfinite(gap.gap) and np.isfinite(gap.ci).all(), f"probe asymmetry undefined: {gap}"
+
+
+def _mis_gap(faith: Faith, c: np.ndarray, run: ChoiceRun, seed: int, where: str | None) -> None:
+    """Table 14's "Vision–Audio Gap": mis_v − mis_a, with its CI over stimuli (recorded, not gated)."""
+    side = {t: [i for i, r in enumerate(run.records) if r.misleading and modality(r.split) == t]
+            for t in ("vision", "audio")}
+    stim = {t: [run.records[i].stimulus_id for i in side[t]] for t in side}
+    gap = modality_gap(c[side["vision"]], stim["vision"], c[side["audio"]], stim["audio"],
+                       n_resamples=PREMISE_BOOTSTRAP, seed=seed)
+    _record_empty(faith, gap.empty_resamples, f"mis gap {where or 'shuffled'}")
+    faith.metric("mis_gap_vision_minus_audio", gap.gap, ci=gap.ci, n=gap.n_vision + gap.n_audio,
+                 higher_is_better=False, slice=where)
+
+
+def _record_empty(faith: Faith, empty: int, what: str) -> None:
+    if empty:
+        faith.invalid(f"bootstrap resamples with an empty side ({what}; left out of the CI)", empty,
+                      total=PREMISE_BOOTSTRAP)
 
 
 def test_pgla_gain(faith: Faith, premise_data: PremiseData, faith_seed: int) -> None:
@@ -350,48 +438,3 @@ def _record_pgla(
     _record_boot(faith, d.scores, f"PGLA ΔBal {where or 'shuffled'}")
     faith.metric("PGLA_delta_Bal", d.delta_bal, ci=d.scores.bal_ci, n=len(sp), slice=where)
     faith.metric("PGLA_std_cost", d.std_cost, n=d.n_std, higher_is_better=False, slice=where)
-
-
-def _variant_exemplar(vr: VariantRun, j: int) -> dict[str, object]:
-    r = vr.records[j]
-    media = r.load_media()
-    reply = vr.replies[j] if vr.replies else f"correct in {vr.correct[j]:.0%} of shuffles"
-    return {
-        "image": media[0] if media else None,
-        "texts": {"question": r.question, "gold": r.correct_answer, "split": r.split, "reply": reply},
-        "reason": f"{vr.prompt} answered wrong",
-    }
-
-
-def _option(r: PremiseRecord, index: int) -> str:
-    """``"C. the option's text"``, or ``"no answer (tied top logit)"``."""
-    return f"{LETTERS[index]}. {r.options[index]}" if index >= 0 else "no answer (tied top logit)"
-
-
-def _outputs(run: ChoiceRun, recs: list[PremiseRecord], per_item: np.ndarray) -> dict[str, dict[str, object]]:
-    """Item-log rows: the stimulus, question and options, the option chosen in the fixed order and the
-    letters chosen under the shuffles (mapped back to the canonical order); outcome: correct share."""
-    pos = {r.item_id: i for i, r in enumerate(run.records)}
-    picked = answers(run.logits[[pos[r.item_id] for r in recs]])  # [n, orders]
-    return {r.item_id: {
-        "inputs": {"image": r.stimulus_id, "question": r.question,
-                   "options": " | ".join(f"{k}. {o}" for k, o in zip(LETTERS, r.options, strict=True))},
-        "output": {"answer": _option(r, int(a[0])),
-                   "shuffles": [LETTERS[int(x)] if x >= 0 else "tie" for x in a[1:]]},
-        "outcome": float(v)} for r, a, v in zip(recs, picked, per_item, strict=True)}
-
-
-def _exemplar(run: ChoiceRun, r: PremiseRecord, reason: str) -> dict[str, object]:
-    i = run.records.index(r)
-    media = r.load_media()
-    chosen = int(answers(run.logits[i, 0]))
-    return {
-        "image": media[0] if media else None,
-        "texts": {
-            "question": r.question,
-            "answer (fixed order)": _option(r, chosen),
-            "gold": _option(r, r.correct_index),
-            "split": r.split,
-        },
-        "reason": reason,
-    }

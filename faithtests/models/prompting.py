@@ -295,9 +295,14 @@ def _media_kwargs(processor: Any, prompts: Sequence[Prompt]) -> dict[str, Any]:
             raise PromptRenderError("a batch mixes videos with and without a soundtrack; the processor "
                                     "interleaves the soundtracks of all its videos or of none")
         kwargs["load_audio_from_video"] = True
-        # each audio slot, in row order: the index of its prompt's video, or None for standalone audio
-        video_of = {id(p): i for i, p in enumerate(with_video)}
-        kwargs["audio_from_video_indices"] = [video_of.get(id(p)) for p in with_audio]
+        # each audio slot, in row order: the index of its row's video, or None for standalone audio (by
+        # position: one Prompt object may fill several rows, e.g. one per scored answer)
+        slots, n_video = [], 0
+        for p in prompts:
+            if p.audio is not None:
+                slots.append(n_video if p.video else None)
+            n_video += bool(p.video)
+        kwargs["audio_from_video_indices"] = slots
     return kwargs
 
 

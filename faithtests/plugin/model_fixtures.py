@@ -5,7 +5,8 @@
   ``--faith-vlm``, parsed once into :class:`~faithtests.plugin.options.ModelSpec`. The bundled
   ``reference:clip`` and ``reference:vlm`` join only a run that names no model of either kind: naming
   any ``--faith-model`` or ``--faith-vlm`` asks about those models alone, and a fixture with nothing to
-  run over is one test skipped with the reason (id ``none``).
+  run over is one test skipped with the reason (id ``none``). The bundled ``reference:omni`` joins such
+  a run only in the suites whose protocol manifest declares ``audio`` (:func:`default_omni`).
 - ``faith_scorer`` runs over every ``--faith-model`` and then each ``--faith-vlm`` used as a scorer
   (its caption log-likelihood; ``--faith-no-vlm-scorer`` turns that off).
 - Every test using a fixture is parametrised over the specs (ids = labels), carries one
@@ -48,6 +49,8 @@ from faithtests.models.threads import (
 )
 from faithtests.plugin import scaleout, usage
 from faithtests.plugin.distribution import group_name, worker_device
+from faithtests.plugin.item_keys import suite_name
+from faithtests.plugin.model_spec import DEFAULT_OMNI
 from faithtests.plugin.option_table import BATCH_SIZE, CACHE, DEVICE, DTYPE, NO_VLM_SCORER, THREADS
 from faithtests.plugin.options import (
     DEFAULT_SCORER,
@@ -59,6 +62,7 @@ from faithtests.plugin.options import (
     register_model_info,
 )
 from faithtests.progress import stage
+from faithtests.protocols import manifests
 
 _LOADED = pytest.StashKey[dict[tuple[str, str, str, int], Any]]()
 _LARGEST = pytest.StashKey[int]()  # parameters of the largest model this process loaded
@@ -147,14 +151,28 @@ def _untrained_default(config: pytest.Config, m: ModelSpec) -> str | None:
 
     Only defaults: a spec the user named always loads, and a missing one is an error naming the path.
     """
-    default = DEFAULT_SCORER if m.source == "scorer" else DEFAULT_VLM
-    if m.spec != default or names_any_model(config):
+    defaults = (DEFAULT_SCORER,) if m.source == "scorer" else (DEFAULT_VLM, DEFAULT_OMNI)
+    if m.spec not in defaults or names_any_model(config):
         return None
+    default = m.spec
     name = default.removeprefix("reference:")
     if (fixtures_root() / name).is_dir():
         return None
     return (f"the default {default} is not trained yet (no {fixtures_root() / name}); "
             f"pass {m.option} SPEC, or train it with `faithtests train-reference {name}`")
+
+
+def audio_suites() -> frozenset[str]:
+    """The suites whose protocol manifest declares ``audio`` (their prompts carry sound)."""
+    return frozenset(s for m in manifests() if m.audio for s in m.suites)
+
+
+def default_omni(metafunc: pytest.Metafunc) -> list[ModelSpec]:
+    """The bundled omni reference for a test of a suite that uses audio, in a run naming no model (it
+    joins ``reference:vlm`` there, and no other suite: it is trained for the audio suites alone)."""
+    if names_any_model(metafunc.config) or suite_name(metafunc.definition) not in audio_suites():
+        return []
+    return [ModelSpec.parse(DEFAULT_OMNI, "vlm")]
 
 
 def _explicit_cuda(config: pytest.Config) -> bool:
@@ -166,7 +184,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         if fixture not in metafunc.fixturenames:
             continue
         params = []
-        for m in specs(metafunc.config):
+        extra = default_omni(metafunc) if fixture == "faith_vlm" else []
+        for m in [*specs(metafunc.config), *extra]:
             marks: list[pytest.MarkDecorator] = []  # xdist_group: at collection, below
             if _explicit_cuda(metafunc.config):
                 marks.append(pytest.mark.gpu)

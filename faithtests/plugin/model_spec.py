@@ -10,6 +10,9 @@ _LABEL = re.compile(r"^[A-Za-z0-9_.\-]+$")
 #: The bundled reference models: they join a run only when it names no --faith-model and no --faith-vlm.
 DEFAULT_SCORER = "reference:clip"
 DEFAULT_VLM = "reference:vlm"
+#: The bundled omni reference (it hears): it joins a default run only in suites whose protocol
+#: manifest declares ``audio`` (it is trained for those alone).
+DEFAULT_OMNI = "reference:omni"
 
 Role = Literal["scorer", "vlm"]
 OPTION_OF: dict[Role, str] = {"scorer": "--faith-model", "vlm": "--faith-vlm"}

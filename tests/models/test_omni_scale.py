@@ -329,3 +329,17 @@ def test_gemma3n_contrast_prompts_with_a_clip(load_omni: Callable[[str], HFOmniM
     assert got == model.generate(main, 4, Hooks(contrast=Contrast(aux=as_images, eta=1.0, tag="clip")))
     plain = model.generate(main, 4)
     assert model.generate(main, 4, Hooks(contrast=Contrast(aux=aux, eta=0.0, tag="clip"))) == plain
+
+
+# ------------------------------------------------------------------ one prompt object in several rows
+def test_one_clip_prompt_scored_against_several_answers(load_omni: Callable[[str], HFOmniModel],
+                                                        prompts: list[Prompt]) -> None:
+    """``answer_logprob`` puts the same Prompt object in one row per answer: each row's soundtrack must
+    ride in its own row's video (before: matched by object identity, so every slot named the last row's
+    video and row 0 had no audio tokens: "the processor wrote no audio tokens")."""
+    model = load_omni("qwen2_5_omni")
+    clip = prompts[0]
+    assert clip.video and clip.audio is not None
+    both = model.answer_logprob([clip], ["yes", "no"])
+    alone = torch.cat([model.answer_logprob([clip], [a]) for a in ("yes", "no")], dim=1)
+    assert both.shape == (1, 2) and torch.allclose(both, alone, atol=1e-5)

@@ -1,13 +1,20 @@
 """IMAVB session fixtures (registered by the plugin): records, six-letter logits under the fixed order
 and K shuffles, last-token states, the logit lens and the PGLA variant, once per (VLM, dataset).
 
-Datasets: the reference world always (``PREMISE_WORLD_STIMULI`` scenes × standard / misleading vision);
-``--faith-data imavb=PATH`` adds a local copy of IMAVB (any layout of ``sources.load_imavb``; videos
-sampled to ``IMAVB_FRAMES`` = 50 frames, ``--faith-imavb-frames N`` (ini ``faith_imavb_frames``) to
-change it, recorded in the fingerprint's ``settings``; ``--faith-limit N`` keeps the first N stimuli
-with all their variants). Prompts carry video frames only, so the audio splits are recorded as not
-applicable (with the reason) for every model until audio input exists. The VLM under test is the
-plugin's ``faith_vlm``; torch and scikit-learn load only when a fixture runs.
+Datasets: the reference world always; ``--faith-data imavb=PATH`` adds a local copy of IMAVB (any
+layout of ``sources.load_imavb``; videos sampled to ``IMAVB_FRAMES`` = 50 frames, ``--faith-imavb-frames
+N`` (ini ``faith_imavb_frames``) to change it, recorded in the fingerprint's ``settings``;
+``--faith-limit N`` keeps the first N stimuli with all their variants). What the model is given depends
+on whether it hears (its adapter's ``accepts_audio``, ``run.hears``):
+
+* an image-only model: the world's ``PREMISE_WORLD_STIMULI`` scenes × standard / misleading vision, one
+  image each; on IMAVB the frames only; the audio splits are recorded as not applicable with the reason
+  (:data:`AUDIO_NOT_APPLICABLE`) and Bal is the slice "vision only";
+* a model that hears: the world's ``PREMISE_CLIP_STIMULI`` clips with their soundtrack × all four splits
+  (``audio_stimuli.clip_records``), IMAVB's videos with their audio tracks; an audio question without a
+  soundtrack in the data is not applicable (:data:`NO_SOUNDTRACK`), an undecodable one counted invalid.
+
+The VLM under test is the plugin's ``faith_vlm``; torch and scikit-learn load only when a fixture runs.
 
 What several tests need is computed once per (model, dataset) and kept on :class:`PremiseData`: the
 all-rows probe curve of the gap analysis (§4.3), the sentence embeddings, and the PGLA protocol (its own
@@ -31,10 +38,11 @@ from faithtests.protocols.imavb import sources
 from faithtests.protocols.imavb.manifest import FRAMES, IMAVB_FRAMES, MANIFEST, parse_frames
 from faithtests.protocols.imavb.pgla import GateProbe, PGLAResult, pgla_cv, pgla_gate, pgla_layer
 from faithtests.protocols.imavb.probes import Folds, ProbeResult, group_folds, layer_curve
-from faithtests.protocols.imavb.records import PremiseRecord
+from faithtests.protocols.imavb.records import PremiseRecord, modality
 from faithtests.protocols.imavb.run import (
     ChoiceRun,
     VariantRun,
+    hears,
     logit_lens,
     pgla_hooks,
     run_choice,
@@ -50,6 +58,8 @@ if TYPE_CHECKING:  # lazy: torch (the output store)
 #: Reference-world stimuli per run (each gives a standard and a misleading question): enough for CIs
 #: of about ±0.05 on a split, and the whole suite runs in well under a minute on 2 cores.
 PREMISE_WORLD_STIMULI = 200
+#: Reference-world clips per run for a model that hears (each gives all four splits): the same 400 rows.
+PREMISE_CLIP_STIMULI = 100
 #: Bootstrap resamples over stimuli: the paper's 10,000 (one vectorised draw per call costs a few ms at
 #: this suite's 200 stimuli, so the default run reports the final numbers; no ``slow`` tier needed).
 PREMISE_BOOTSTRAP = MANIFEST.bootstrap
@@ -57,11 +67,12 @@ PREMISE_VARIANTS = ("base", "pgla")
 #: Records run again through ``Hooks.logit_adjuster`` to check the adapter path equals Eqs. 5–6 offline.
 PGLA_HOOK_CHECK_RECORDS = 8
 AUDIO_NOT_APPLICABLE = (
-    "audio input is not implemented: prompts carry the video frames only, so the audio splits are not "
-    "run (vision splits only; Bal is vision only)"
+    "the model takes no audio (its adapter's accepts_audio is False): prompts carry the frames only, so "
+    "the audio splits are not run (vision splits only; Bal is vision only)"
 )
+NO_SOUNDTRACK = "audio question without a soundtrack in the data: nothing for the model to hear"
 _DATA = pytest.StashKey[dict[tuple[str, str], "PremiseData"]]()
-_RECORDS = pytest.StashKey[dict[str, Any]]()
+_RECORDS = pytest.StashKey[dict[tuple[str, bool], Any]]()
 _FRAMES = pytest.StashKey[int]()
 __all__ = ["IMAVB_FRAMES", "PREMISE_BOOTSTRAP", "PREMISE_VARIANTS", "PremiseData", "parse_frames"]
 
@@ -89,16 +100,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         )
 
 
-def runnable(records: Sequence[PremiseRecord]) -> tuple[list[PremiseRecord], dict[str, int], str]:
-    """(records to run, split → records not applicable, the reason): the vision splits run; the audio
-    splits are not applicable for every model, since no prompt carries audio (whatever the adapter's
-    ``accepts_audio`` says)."""
-    todo = [r for r in records if r.split.endswith("vision")]
+def runnable(
+    records: Sequence[PremiseRecord], hearing: bool = False
+) -> tuple[list[PremiseRecord], dict[str, int], str]:
+    """(records to run, split → records not applicable, the reason): for a model that takes no audio the
+    vision splits run and the audio splits are not applicable (:data:`AUDIO_NOT_APPLICABLE`); for one
+    that hears every record runs except audio questions without a soundtrack (:data:`NO_SOUNDTRACK`)."""
+    def skipped(r: PremiseRecord) -> bool:
+        return modality(r.split) == "audio" and (not hearing or r.audio is None)
+
+    todo = [r for r in records if not skipped(r)]
     na: dict[str, int] = {}
     for r in records:
-        if not r.split.endswith("vision"):
+        if skipped(r):
             na[r.split] = na.get(r.split, 0) + 1
-    return todo, na, AUDIO_NOT_APPLICABLE if na else ""
+    return todo, na, (NO_SOUNDTRACK if hearing else AUDIO_NOT_APPLICABLE) if na else ""
 
 
 @dataclass
@@ -119,7 +135,7 @@ class PremiseData:
     _pgla_layer: dict[int, tuple[int, tuple[float, ...]]] = field(default_factory=dict)
     _pgla_gate: dict[int, GateProbe] = field(default_factory=dict)
     _pgla_run: dict[int, ChoiceRun] = field(default_factory=dict)
-    _gap: dict[int, tuple[list[ProbeResult], Folds]] = field(default_factory=dict)
+    _gap: dict[tuple[int, str], tuple[list[ProbeResult], Folds]] = field(default_factory=dict)
     _emb: np.ndarray | None = None
     _prompts: dict[str, VariantRun] = field(default_factory=dict)
 
@@ -129,16 +145,25 @@ class PremiseData:
     def stimuli(self) -> list[str]:
         return [r.stimulus_id for r in self.run.records]
 
-    def gap_curve(self, seed: int) -> tuple[list[ProbeResult], Folds]:
-        """The §4.3 gap analysis's probe per layer (4-fold CV over all rows, grouped by stimulus) and
-        its folds; computed once."""
-        if seed not in self._gap:
+    def modality_rows(self, target: str = "vision") -> np.ndarray:
+        """Indices of the records whose question targets ``target`` ("vision" or "audio")."""
+        return np.flatnonzero([modality(r.split) == target for r in self.run.records]).astype(np.int64)
+
+    def gap_curve(self, seed: int, target: str = "vision") -> tuple[list[ProbeResult], Folds]:
+        """The §4.3 gap analysis's probe per layer within one modality (mis_v vs std_v, or mis_a vs
+        std_a, on :meth:`modality_rows`; 4-fold CV grouped by stimulus) and its folds (indices into
+        those rows); computed once."""
+        if (seed, target) not in self._gap:
             if self.run.states is None:
                 raise ValueError(f"{self.dataset}: the run kept no hidden states")
-            y = np.array([r.misleading for r in self.run.records], dtype=np.int64)
-            folds = group_folds(y, self.stimuli(), seed=seed, what="the §4.3 probe")
-            self._gap[seed] = (layer_curve(self.run.states, y, folds, seed=seed), folds)
-        return self._gap[seed]
+            rows = self.modality_rows(target)
+            recs = [self.run.records[int(i)] for i in rows]
+            y = np.array([r.misleading for r in recs], dtype=np.int64)
+            folds = group_folds(y, [r.stimulus_id for r in recs], seed=seed,
+                                what=f"the §4.3 {target}-grounded probe")
+            curve = layer_curve(self.run.states[:, rows], y, folds, seed=seed)
+            self._gap[seed, target] = (curve, folds)
+        return self._gap[seed, target]
 
     def embeddings(self) -> np.ndarray:
         """all-MiniLM-L6-v2 embeddings of the question texts (raises ``EmbedderUnavailable``); once."""
@@ -235,16 +260,29 @@ def cap_stimuli(loaded: Loaded, n: int | None) -> Loaded:
     return replace(loaded, records=[r for r in loaded.records if r.stimulus_id in kept])
 
 
-def _records(config: pytest.Config, dataset: str) -> Loaded:
+def world_clips(n: int, seed: int) -> list[PremiseRecord]:
+    """The reference world's ``n`` clips with their soundtrack, all four splits (for a model that hears)."""
+    from faithtests.protocols.imavb import audio_stimuli  # local: synthesises audio (numpy), only if used
+
+    return list(audio_stimuli.clip_records(audio_stimuli.clip_items(n, seed)))
+
+
+def _records(config: pytest.Config, dataset: str, hearing: bool) -> Loaded:
+    """The dataset's records: the world as one image per scene (image-only model) or as clips with sound
+    (a model that hears); IMAVB the same for both (what a prompt carries is the runner's choice)."""
     cache = config.stash.setdefault(_RECORDS, {})
     run = run_config(config)
-    if dataset not in cache:
-        if dataset == "world":
+    key = (dataset, hearing and dataset == "world")
+    if key not in cache:
+        if dataset == "world" and hearing:
+            recs = world_clips(run.capped(PREMISE_CLIP_STIMULI), run.seed)
+            cache[key] = sources.Loaded(records=recs, total=len(recs))
+        elif dataset == "world":
             recs = sources.world_records(run.capped(PREMISE_WORLD_STIMULI), seed=run.seed)
-            cache[dataset] = sources.Loaded(records=recs, total=len(recs))
+            cache[key] = sources.Loaded(records=recs, total=len(recs))
         else:
-            cache[dataset] = load_imavb(run.data["imavb"], n_frames=imavb_frames(config))
-    loaded: Loaded = cache[dataset]
+            cache[key] = load_imavb(run.data["imavb"], n_frames=imavb_frames(config))
+    loaded: Loaded = cache[key]
     return loaded if dataset == "world" else cap_stimuli(loaded, run.limit)
 
 
@@ -255,8 +293,10 @@ def premise_data(request: pytest.FixtureRequest, faith_vlm: Any) -> PremiseData:
     cache = request.config.stash.setdefault(_DATA, {})
     key = (faith_vlm.spec, dataset)
     if key not in cache:
-        loaded = _records(request.config, dataset)
-        todo, na, reason = runnable(loaded.records)
+        hearing = hears(faith_vlm)
+        loaded = _records(request.config, dataset, hearing)
+        todo, na, reason = runnable(loaded.records, hearing)
+        reason = reason if hearing else AUDIO_NOT_APPLICABLE  # the world's image records hold no audio split
         run = finite_run(run_choice(faith_vlm, todo))
         lens, lens_reason = (None, "the run kept no hidden states")
         if run.states is not None and run.records:

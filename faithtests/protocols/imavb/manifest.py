@@ -42,4 +42,5 @@ MANIFEST = Manifest(
     bootstrap=10_000,  # the paper's resamples over stimuli; one vectorised draw costs a few ms at 200
     world="faithtests.protocols.imavb.stimuli:premise_items",
     training="faithtests.protocols.imavb.training:TASKS",
+    audio=True,  # the audio splits: a default run adds the bundled omni reference to this suite
 )

@@ -8,18 +8,21 @@ is I.1's template (App. C paraphrases it as "Note: the visual or audio premise i
 incorrect. Verify before answering."); A5's addition is I.1's "Explain your reasoning in 1–2
 sentences." (App. C: "Explain your answer ..."), on a new line after A2's text. A6/A7 are A1's text on a
 trimmed clip (the trimming is the runner's). The stimulus (one image, or N video frames) travels in
-``Prompt.images``; the model's chat template places it before the text.
+``Prompt.images``; the model's chat template places it before the text. A clip with its soundtrack, for
+a model that hears, travels as ``Prompt.video`` + ``Prompt.audio`` + ``video_fps`` instead
+(:func:`stimulus_prompt`: the reference omni model's training prompt).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final, Literal
 
 from PIL import Image
 
-from faithtests.models.interfaces import Prompt
+from faithtests.models.interfaces import Audio, Prompt
 from faithtests.protocols.imavb.records import LETTERS, modality
 
 Variant = Literal["A1", "A2", "A3", "A4", "A5", "A6", "A7"]
@@ -121,6 +124,34 @@ def prompt_text(variant: str, question: str, options: Sequence[str], split: str)
 
 def make_prompt(images: Sequence[Image.Image], text: str) -> Prompt:
     return Prompt(images=tuple(images), text=text)
+
+
+@dataclass(frozen=True)
+class Stimulus:
+    """What one record shows the model: its frames, and its soundtrack (16 kHz mono, App. J) with the
+    frames' rate when the model hears it; ``audio`` is ``None`` for an image-only model or a silent
+    image."""
+
+    frames: tuple[Image.Image, ...]
+    audio: Audio | None = None
+    fps: float | None = None
+
+
+def stimulus_prompt(stim: Stimulus, text: str) -> Prompt:
+    """Without audio: the frames as images (:func:`make_prompt`, what every image-only model gets). With
+    audio: ``Prompt(images=(), text, video=frames, audio, video_fps)``, the clip and its soundtrack
+    together, as the omni reference is trained (vision questions too hear the clip)."""
+    if stim.audio is None:
+        return make_prompt(stim.frames, text)
+    return Prompt(images=(), text=text, video=tuple(stim.frames), audio=stim.audio, video_fps=stim.fps)
+
+
+def trim_audio(audio: Audio, start: float, end: float) -> Audio:
+    """The samples of ``audio`` in [start, end) seconds (A6/A7 cut the soundtrack with the frames); an
+    empty cut is an error (``Audio`` refuses it), never silence."""
+    sr = audio.sampling_rate
+    lo, hi = max(0, round(start * sr)), min(audio.samples.size, round(end * sr))
+    return Audio(audio.samples[lo:hi].copy(), sr)
 
 
 def a1_prompt(image: Image.Image, question: str, options: Sequence[str]) -> Prompt:

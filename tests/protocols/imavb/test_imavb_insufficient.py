@@ -150,12 +150,17 @@ def test_a_limit_2_suite_run_is_insufficient_on_probes_and_pgla_while_base_verdi
         "test_premise_accuracy[world-reference:vlm-misleading_vision-pgla]": pgla,
         "test_balanced_accuracy[world-reference:vlm-pgla]": pgla,
         "test_pgla_gain[world-reference:vlm]": pgla,
-        "test_representation_action_gap[world-reference:vlm]": "the §4.3 probe needs >= 4 stimuli",
+        "test_representation_action_gap[world-reference:vlm]":
+            "the §4.3 vision-grounded probe needs >= 4 stimuli",
     }
-    assert {t for t, r in tests.items() if r["outcome"] != "passed"} == set(short), tests
+    # the audio half: an image-only model skips it as not applicable, saying why (never a pass)
+    deaf = {t for t in tests if "_audio-" in t or t.startswith("test_probe_asymmetry")}
+    assert len(deaf) == 5 and all(tests[t]["outcome"] == "skipped" for t in deaf), deaf
+    assert all("not applicable: the model takes no audio" in tests[t]["message"] for t in deaf)
+    assert {t for t, r in tests.items() if r["outcome"] != "passed"} - deaf == set(short), tests
     for t, reason in short.items():
         assert tests[t]["outcome"] == "insufficient" and tests[t]["message"].startswith(reason), tests[t]
-    base = [t for t in tests if t.endswith("-base]")]
+    base = [t for t in tests if t.endswith("-base]") and t not in deaf]
     assert len(base) == 3
     for t in base:
         checked = [r for r in card["results"] if r["test"].endswith(t) and r["threshold"] is not None]

@@ -1,0 +1,236 @@
+"""IMAVB's audio half in the suite: which records a model gets (by whether it hears), the prompts that
+carry a clip's soundtrack, invalid counts for an undecodable track, the vision − audio gaps and the full
+Bal against hand-computed values, A6/A7 on clips, the std_a / mis_a gates on both sides (stand-in
+models), and the plugin adding the bundled omni reference to the audio suites alone."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from faithtests.models.interfaces import Audio, Decision, Hooks, Prompt
+from faithtests.protocols.imavb.audio_stimuli import CLIP_FPS, CLIP_FRAMES, clip_items, clip_records
+from faithtests.protocols.imavb.fixtures import AUDIO_NOT_APPLICABLE, NO_SOUNDTRACK, runnable
+from faithtests.protocols.imavb.metrics import answers, correct, modality_gap, split_scores
+from faithtests.protocols.imavb.prompts import a1_text, make_prompt, trim_audio
+from faithtests.protocols.imavb.records import OPTION_F, PremiseRecord, modality
+from faithtests.protocols.imavb.run import (
+    CLIP_NOT_APPLICABLE,
+    UNREADABLE_AUDIO,
+    hears,
+    logit_lens,
+    run_choice,
+    run_variant,
+)
+from faithtests.protocols.imavb.shuffles import displayed, record_permutation
+from faithtests.protocols.imavb.sources import world_records
+from faithtests.scorecard.thresholds import load_thresholds
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _clips(n: int = 3) -> list[PremiseRecord]:
+    return clip_records(clip_items(n, seed=0))
+
+
+class StandIn:
+    """Answers from the records it was built with (found by question text): the gold option, except
+    on audio questions when ``deaf`` (then the first content option: it cannot hear a false premise).
+    Keeps every prompt it is given."""
+
+    spec = "stand-in"
+    num_layers = 2
+
+    def __init__(self, records: Sequence[PremiseRecord], *, accepts_audio: bool, deaf: bool = False) -> None:
+        self.by_question = {(r.question, frozenset(r.options)): r for r in records}
+        self.accepts_audio, self.deaf = accepts_audio, deaf
+        self.prompts: list[Prompt] = []
+
+    def _pick(self, text: str) -> int:
+        question = text.split("Question:\n", 1)[1].split("\nOptions:", 1)[0]
+        shown = [ln[3:] for ln in text.split("\n") if ln[:1] in set("ABCDEF") and ln[1:3] == ". "]
+        r = self.by_question[question, frozenset(shown)]
+        want = r.options[0] if self.deaf and modality(r.split) == "audio" else r.options[r.correct_index]
+        return shown.index(want)
+
+    def decide(
+        self, prompts: Sequence[Prompt], options: Sequence[str], hooks: Hooks | None = None
+    ) -> Decision:
+        self.prompts += prompts
+        rows = [[5.0 if i == self._pick(p.text) else 0.0 for i in range(6)] for p in prompts]
+        return Decision(logits=torch.tensor(rows), states=torch.zeros(2, len(prompts), 4))
+
+
+def test_a_model_that_hears_runs_all_four_splits_an_image_model_the_vision_half() -> None:
+    recs = _clips(3)
+    assert runnable(recs, hearing=True) == (recs, {}, "")
+    todo, na, reason = runnable(recs, hearing=False)
+    assert [r.split for r in todo] == [r.split for r in recs if modality(r.split) == "vision"]
+    assert na == {"standard_audio": 3, "misleading_audio": 3} and reason == AUDIO_NOT_APPLICABLE
+    assert "takes no audio" in reason
+    silent = [dataclasses.replace(r, audio=None) if r.split == "misleading_audio" else r for r in recs]
+    todo, na, reason = runnable(silent, hearing=True)
+    assert len(todo) == 9 and na == {"misleading_audio": 3} and reason == NO_SOUNDTRACK
+
+
+def test_a_model_that_hears_gets_the_clip_and_its_soundtrack_exactly_as_trained() -> None:
+    """Prompt(images=(), text=a1_text(question, displayed options), video=frames, audio, video_fps) for
+    every split (vision questions too hear the clip), the trainer's form."""
+    recs = _clips(2)
+    vlm = StandIn(recs, accepts_audio=True)
+    run = run_choice(vlm, recs)  # type: ignore[arg-type]
+    assert len(run.records) == 8 and len(vlm.prompts) == 8 * 4
+    for j, p in enumerate(vlm.prompts):
+        r, sid = recs[j // 4], run.orders[j % 4]
+        opts = displayed(r.options, record_permutation(r.stimulus_id, r.correct_answer, sid))
+        assert p.text == a1_text(r.question, opts) and p.images == ()
+        assert len(p.video) == CLIP_FRAMES and p.video_fps == CLIP_FPS
+        assert p.audio is not None and p.audio.sampling_rate == 16000
+        assert r.audio is not None and p.audio.digest() == r.audio().digest()
+
+
+def test_an_image_model_gets_the_prompts_it_always_got() -> None:
+    recs = world_records(3, seed=0)
+    vlm = StandIn(recs, accepts_audio=False)
+    run_choice(vlm, recs)  # type: ignore[arg-type]
+    first = vlm.prompts[0]
+    assert first == make_prompt(recs[0].load_media(), a1_text(recs[0].question, recs[0].options))
+    assert all(p.audio is None and p.video == () and p.images for p in vlm.prompts)
+
+
+def test_an_undecodable_soundtrack_is_counted_never_replaced_by_silence() -> None:
+    def broken() -> Audio:
+        raise ValueError("no audio stream in clip.mp4")
+
+    recs = _clips(1)
+    bad = [dataclasses.replace(r, audio=broken) if r.split == "standard_audio" else r for r in recs]
+    run = run_choice(StandIn(recs, accepts_audio=True), bad)  # type: ignore[arg-type]
+    assert run.invalid == {UNREADABLE_AUDIO: 1} and len(run.records) == 3
+    assert "standard_audio" not in {r.split for r in run.records}
+    # a model that takes no audio never loads the track: nothing to count
+    run = run_choice(StandIn(recs, accepts_audio=False), bad)  # type: ignore[arg-type]
+    assert run.invalid == {} and len(run.records) == 4
+
+
+def test_a6_a7_on_world_clips_are_not_applicable_with_the_reason() -> None:
+    recs = _clips(2)
+    vr = run_variant(StandIn(recs, accepts_audio=True), recs, "A6")  # type: ignore[arg-type]
+    assert vr.not_applicable == {CLIP_NOT_APPLICABLE: 8} and not vr.records
+    assert "answer timestamp" in CLIP_NOT_APPLICABLE
+
+
+def test_a4_on_clips_carries_the_soundtrack() -> None:
+    recs = _clips(2)
+    vlm = StandIn(recs, accepts_audio=True)
+    vr = run_variant(vlm, recs, "A4")  # type: ignore[arg-type]
+    assert vr.correct.tolist() == [1.0] * 8
+    assert all(p.audio is not None and p.text.startswith("Important: Check closely") for p in vlm.prompts)
+
+
+def test_trim_audio_keeps_the_window_and_refuses_an_empty_cut() -> None:
+    a = Audio((np.arange(32000) / 32000).astype(np.float32), 16000)
+    cut = trim_audio(a, 0.5, 1.0)
+    assert cut.samples.size == 8000 and cut.samples[0] == a.samples[8000]
+    with pytest.raises(ValueError):
+        trim_audio(a, 3.0, 4.0)  # past the end: no samples, never silence
+
+
+def test_full_bal_eq1_by_hand() -> None:
+    """Eq. 1: std_v 2/2, mis_v 1/2, std_a 1/2, mis_a 0/2 → Bal = ½((1 + 0.5)/2 + (0.5 + 0)/2) = 0.5."""
+    splits = ["standard_vision", "misleading_vision", "standard_audio", "misleading_audio"] * 2
+    c = [1, 1, 1, 0, 1, 0, 0, 0]
+    ss = split_scores(c, splits, ["a"] * 4 + ["b"] * 4, n_resamples=50)
+    assert ss.acc == {"standard_vision": 1.0, "misleading_vision": 0.5, "standard_audio": 0.5,
+                      "misleading_audio": 0.0}
+    assert ss.bal == pytest.approx(0.5) and not ss.vision_only
+
+
+def test_modality_gap_by_hand() -> None:
+    """vision hits (1, 1 | 0, 1) on stimuli a | b, audio hits (0 | 1): 0.75 − 0.5 = 0.25. Resampling
+    stimuli: {a, a} gives 1 − 0 = 1, {b, b} 0.5 − 1 = −0.5, {a, b} 0.25: the CI spans [−0.5, 1]."""
+    g = modality_gap([1, 1, 0, 1], list("aabb"), [0, 1], list("ab"), n_resamples=2000, seed=0)
+    assert g.gap == pytest.approx(0.25) and (g.n_vision, g.n_audio) == (4, 2)
+    assert g.ci[0] == pytest.approx(-0.5) and g.ci[1] == pytest.approx(1.0) and g.empty_resamples == 0
+    same = modality_gap([1, 0], list("ab"), [1, 0], list("ab"), n_resamples=200)
+    assert same.gap == 0.0
+    with pytest.raises(ValueError, match="both sides"):
+        modality_gap([1.0], ["a"], [], [])
+
+
+def _passes(metric: str, value: float) -> bool:
+    th = load_thresholds(ROOT / "suites" / "thresholds.toml").lookup("premise_rejection", metric)
+    assert th is not None and th.op == ">="
+    return value >= th.value
+
+
+@pytest.mark.parametrize("deaf", [False, True])
+def test_audio_gates_pass_a_model_that_hears_and_fail_a_deaf_one(deaf: bool) -> None:
+    """Both sides of std_a / mis_a / Bal on stand-ins: one answering every split right passes all; one
+    that cannot hear (first content option on every audio question, never F) fails mis_a and still
+    passes the vision gates."""
+    recs = _clips(20)
+    run = run_choice(StandIn(recs, accepts_audio=True, deaf=deaf), recs)  # type: ignore[arg-type]
+    c = correct(answers(run.logits), np.array([r.correct_index for r in run.records]))[:, 1:].mean(axis=1)
+    ss = split_scores(c, [r.split for r in run.records], [r.stimulus_id for r in run.records], n_resamples=50)
+    assert _passes("std_v", ss.acc["standard_vision"]) and _passes("mis_v", ss.acc["misleading_vision"])
+    assert _passes("mis_a", ss.acc["misleading_audio"]) != deaf
+    # Bal alone does not catch it (perfect vision, deaf audio: ½((1 + 0.2)/2 + (1 + 0)/2) = 0.55 here):
+    # the audio splits carry their own gates for that
+    assert _passes("Bal", ss.bal)
+    # (the hearing stand-in finds its record by text: two clips may ask the same question, hence > 0.9)
+    assert ss.acc["misleading_audio"] == 0.0 if deaf else ss.acc["misleading_audio"] > 0.9
+    assert all(r.options[5] == OPTION_F for r in recs)
+
+
+SUITES = """
+import pytest
+
+pytestmark = pytest.mark.suite("{suite}")
+
+
+def test_a(faith_vlm):
+    pass
+"""
+
+
+def test_the_omni_reference_joins_a_default_run_in_audio_suites_only(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No model named: the audio suite (its manifest declares ``audio``) runs reference:vlm and
+    reference:omni, another suite reference:vlm alone; untrained defaults skip with the reason."""
+    (tmp_path / "fixtures").mkdir()
+    monkeypatch.setenv("FAITHTESTS_FIXTURES", str(tmp_path / "fixtures"))
+    pytester.makepyfile(test_heard=SUITES.format(suite="premise_rejection"),
+                        test_other=SUITES.format(suite="flip_sensitivity"))
+    (pytester.path / "suites").mkdir()
+    (pytester.path / "suites" / "thresholds.toml").write_text("")
+    result = pytester.runpytest_inprocess("-p", "faithtests.plugin", "-p", "no:cacheprovider", "-v", "-rs",
+                                          "-p", "no:randomly")
+    result.assert_outcomes(skipped=3)
+    result.stdout.fnmatch_lines_random([
+        "*test_heard.py::test_a?reference:vlm?*SKIPPED*", "*test_heard.py::test_a?reference:omni?*SKIPPED*",
+        "*test_other.py::test_a?reference:vlm?*SKIPPED*", "*default reference:omni is not trained yet*",
+    ])
+    assert "test_other.py::test_a[reference:omni]" not in result.stdout.str()
+
+
+def test_a_tiny_qwen2_5_omni_runs_the_clips_with_their_soundtrack(tiny_dir: Any) -> None:
+    """The plumbing on a real omni adapter (random weights): all four splits run through video + audio,
+    finite letter logits under every order, the states of every layer, and the logit lens per split."""
+    from faithtests.models.registry import load_model
+
+    vlm: Any = load_model(f"hf:{tiny_dir('qwen2_5_omni')}", device="cpu", dtype="float32")
+    assert hears(vlm)
+    recs = _clips(2)
+    run = run_choice(vlm, recs)
+    assert [r.split for r in run.records] == [r.split for r in recs] and not run.invalid
+    assert np.isfinite(run.logits).all() and run.states is not None
+    assert run.states.shape[:2] == (vlm.num_layers, 8)
+    lens, why = logit_lens(vlm, run.states)
+    assert lens is not None and lens.shape == (vlm.num_layers, 8, 6), why
