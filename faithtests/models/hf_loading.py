@@ -11,6 +11,7 @@ import torch
 from faithtests.models.hooks import register_attention
 from faithtests.models.image_memo import memoise_images
 from faithtests.models.lens import lens_support
+from faithtests.models.media_memo import memoise_media
 from faithtests.models.omni_loading import load_generative
 from faithtests.models.prefix import ForwardRunner
 from faithtests.models.prompting import image_token_id
@@ -33,8 +34,10 @@ def load_vlm(path: str, dtype: torch.dtype, device: torch.device, local_files_on
     from transformers import AutoProcessor  # lazy: not on a warm (deferred) run
 
     auto_processor: Any = AutoProcessor  # transformers' loaders are untyped
-    # each distinct image preprocessed once (faithtests.models.image_memo: bit-identical rows)
-    processor = memoise_images(auto_processor.from_pretrained(path, local_files_only=local_files_only))
+    # each distinct image, soundtrack and video preprocessed once (faithtests.models.image_memo,
+    # media_memo: bit-identical outputs)
+    processor = memoise_media(memoise_images(
+        auto_processor.from_pretrained(path, local_files_only=local_files_only)))
     # device_map (``--faith-device-map``): accelerate places the layers; inputs go to the first device
     placement = {"device_map": device_map} if device_map else {}
     # (a released omni checkpoint loads its thinker: faithtests.models.omni_loading)

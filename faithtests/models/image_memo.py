@@ -12,8 +12,6 @@ the processor itself, uncached, for that call's options from then on.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,10 +19,7 @@ import torch
 from PIL import Image
 
 from faithtests.models.cache import image_key
-
-#: Bytes of memoised rows per processor (least recently used dropped first): 256 MiB holds ~6,000
-#: 96-px rows, ~190 336-px ones.
-MEMO_BYTES = 256 * 2**20
+from faithtests.models.processor_memo import ProcessorMemo
 
 
 def _flat_images(images: Any) -> list[Image.Image] | None:
@@ -43,27 +38,8 @@ def _flat_images(images: Any) -> list[Image.Image] | None:
     return flat or None
 
 
-class ImageProcessorMemo:
+class ImageProcessorMemo(ProcessorMemo):
     """Callable in place of ``processor.image_processor``; every other attribute is the processor's."""
-
-    def __init__(self, inner: Any, memo_bytes: int = MEMO_BYTES) -> None:
-        self.__dict__["_inner"] = inner
-        self.__dict__["_rows"] = OrderedDict()  # (options, image key) -> pixel row
-        self.__dict__["_bytes"] = 0
-        self.__dict__["_limit"] = memo_bytes
-        self.__dict__["_passthrough"] = set()  # options whose output is not one row per image
-        self.__dict__["_lock"] = threading.Lock()
-        self.__dict__["hits"] = 0
-        self.__dict__["misses"] = 0
-
-    def __getattr__(self, name: str) -> Any:
-        inner = self.__dict__.get("_inner")
-        if inner is None:  # mid-construction (copy, pickle): no attributes yet
-            raise AttributeError(name)
-        return getattr(inner, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self.__dict__["_inner"], name, value)
 
     def __call__(self, images: Any, **kwargs: Any) -> Any:
         inner = self.__dict__["_inner"]
@@ -72,10 +48,7 @@ class ImageProcessorMemo:
         if flat is None or options in self._passthrough:
             return inner(images, **kwargs)
         keys = [(options, image_key(im)) for im in flat]
-        with self._lock:  # the rows held now: references, so a later eviction cannot take them away
-            held = {k: self._rows[k] for k in keys if k in self._rows}
-            for k in held:
-                self._rows.move_to_end(k)
+        held = self._held(keys)
         missing = {k: im for k, im in zip(keys, flat, strict=True) if k not in held}
         fresh: dict[tuple[str, str], torch.Tensor] = {}
         if missing:
@@ -87,21 +60,10 @@ class ImageProcessorMemo:
             fresh = dict(zip(missing, rows, strict=True))
             self._store(fresh)
         got = [held[k] if k in held else fresh[k] for k in keys]
-        with self._lock:
-            self.__dict__["hits"] += len(keys) - len(missing)
-            self.__dict__["misses"] += len(missing)
+        self._count(len(keys) - len(missing), len(missing))
         from transformers import BatchFeature  # lazy: only a loaded HF processor calls this
 
         return BatchFeature({"pixel_values": torch.stack(got)})
-
-    def _store(self, rows: Mapping[tuple[str, str], torch.Tensor]) -> None:
-        with self._lock:
-            for key, row in rows.items():
-                self._rows[key] = row
-                self.__dict__["_bytes"] += row.numel() * row.element_size()
-            while self._bytes > self._limit and self._rows:
-                _, old = self._rows.popitem(last=False)
-                self.__dict__["_bytes"] -= old.numel() * old.element_size()
 
 
 def _rows(out: Any, n: int) -> list[torch.Tensor] | None:
