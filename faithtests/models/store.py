@@ -14,6 +14,13 @@ same time). A row is ``(namespace, key) -> value``:
 Outputs are stored per row, so a run that asks for a superset of an earlier run's inputs computes only
 the new rows. A model whose weights cannot be hashed (no weight files found) gets no namespace and is
 never stored: a cache hit must be exactly what the model would compute.
+
+Without ``--faith-cache`` a run still keeps its outputs for its own session (``OutputStore(None)``:
+SQLite's private temporary database, in memory, spilling to a temporary file deleted on close): suites
+ask the same model the same question in several tests (a variant's base rows, a forced choice's orders
+shared with a probe), and a row computed once is served again. Served rows are the bytes a warm run
+reads, so results are unchanged (a cold ``--faith-cache`` run and a run without it: ``faithtests
+compare --all``, 0 changed).
 """
 
 from __future__ import annotations
@@ -156,18 +163,25 @@ class StoreStats:
 
 
 class OutputStore:
-    """``get``/``put`` of row values under (namespace, key) in ``DIR/outputs.sqlite3``."""
+    """``get``/``put`` of row values under (namespace, key) in ``DIR/outputs.sqlite3``; with
+    ``root=None``, in a private temporary database for this process's session only (:attr:`persistent`
+    False)."""
 
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root).expanduser()
+    def __init__(self, root: str | Path | None) -> None:
+        self.persistent = root is not None
+        self.root = Path(root).expanduser() if root is not None else Path()
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            if self.persistent:
+                self.root.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise OSError(f"--faith-cache: cannot create cache directory {self.root}: {err}") from err
-        self.path = self.root / DB_NAME
+        self.path = self.root / DB_NAME if self.persistent else Path("(session store)")
         self._stats: dict[str, StoreStats] = {}  # per owner: a model's namespace
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False)
+        # "": SQLite's private temporary database, in memory until its page cache fills, then spilled
+        # to a temporary file deleted on close (a real model's states would not fit in memory)
+        where = str(self.path) if self.persistent else ""
+        self._db = sqlite3.connect(where, timeout=60.0, check_same_thread=False)
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(

@@ -67,7 +67,7 @@ from faithtests.protocols import manifests
 _LOADED = pytest.StashKey[dict[tuple[str, str, str, int], Any]]()
 _LARGEST = pytest.StashKey[int]()  # parameters of the largest model this process loaded
 _THREADS = pytest.StashKey[dict[str, Any]]()  # the thread choice in effect (fingerprinted per model)
-_STORE = pytest.StashKey[Any]()  # this process's OutputStore when --faith-cache is set
+_STORE = pytest.StashKey[Any]()  # this process's OutputStore (a session one without --faith-cache)
 _REGISTERED = pytest.StashKey[dict[str, Any]]()  # label -> a loaded model, for its cache counts
 
 
@@ -271,19 +271,21 @@ def cache_dir(config: pytest.Config) -> str | None:
 
 
 def output_store(config: pytest.Config) -> Any:
-    """With ``--faith-cache``: this process's one :class:`~faithtests.models.store.OutputStore`; else None."""
-    where = cache_dir(config)
-    if where is None:
-        return None
+    """This process's one :class:`~faithtests.models.store.OutputStore`: in ``--faith-cache``, else a
+    temporary one for this session (a row computed once is served again, bit for bit); None under
+    ``--faith-ray``, whose pooled models keep their own caches."""
     if _STORE not in config.stash:
-        from faithtests.models.store import OutputStore  # lazy: numpy and sqlite, only with a cache
+        where = cache_dir(config)
+        if where is None and scaleout.ray_settings(config) is not None:
+            return None
+        from faithtests.models.store import OutputStore  # lazy: numpy and sqlite, only with a model
 
         config.stash[_STORE] = OutputStore(where)
     return config.stash[_STORE]
 
 
 def attach_store(config: pytest.Config, model: Any) -> None:
-    """With ``--faith-cache``: the process's store, shared by every model that can use one."""
+    """The process's store (:func:`output_store`), shared by every model that can use one."""
     store = output_store(config)
     if store is not None and hasattr(model, "use_store"):
         model.use_store(store)
@@ -291,7 +293,7 @@ def attach_store(config: pytest.Config, model: Any) -> None:
 
 @pytest.fixture(scope="session")
 def faith_output_store(request: pytest.FixtureRequest) -> Any:
-    """The session's output store (``--faith-cache``), or None: for model outputs a suite computes
+    """The session's output store (:func:`output_store`), or None: for model outputs a suite computes
     outside the adapters (e.g. a text-only baseline's embeddings)."""
     return output_store(request.config)
 
@@ -305,7 +307,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
         if hasattr(model, "in_process_calls"):  # a Ray-pooled model: calls that ran in the driver
             register_model_info(item.config, label, {"ray": model.fingerprint()["ray"]})
     store = item.config.stash.get(_STORE, None)
-    if store is None:
+    if store is None or not store.persistent:  # the session store is not in the fingerprint
         return
     for label, model in item.config.stash.get(_REGISTERED, {}).items():
         counts = store.stats(getattr(model, "store_namespace", None)).as_dict()

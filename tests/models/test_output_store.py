@@ -48,6 +48,26 @@ def test_rows_compute_only_what_is_missing(tmp_path: Path) -> None:
     assert len(store) == 5
 
 
+def test_a_session_store_keeps_rows_for_its_session_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``OutputStore(None)``: the session store of a run without ``--faith-cache``: rows served again
+    bit for bit, nothing written where the run is, and a second one starts empty."""
+    monkeypatch.chdir(tmp_path)
+    store = OutputStore(None)
+    calls: list[list[int]] = []
+
+    def compute(rows: list[int]) -> list[torch.Tensor]:
+        calls.append(rows)
+        return [torch.tensor([float(r), 1 / 3]) for r in rows]
+
+    first = store.rows("m", "m|kind", ["a", "b"], compute, ARRAY_CODEC)
+    again = store.rows("m", "m|kind", ["b", "a"], compute, ARRAY_CODEC)
+    assert calls == [[0, 1]] and torch.equal(again[1], first[0]) and not store.persistent
+    assert store.stats("m").as_dict() == {"hits": 2, "writes": 2, "uncacheable": 0}
+    assert not list(tmp_path.iterdir()) and len(OutputStore(None)) == 0
+    store.close()
+
+
 @pytest.mark.parametrize("value", [
     torch.randn(3, 4), torch.tensor(1.5), np.zeros((0, 3), np.float32), np.arange(5, dtype=np.int64),
     torch.randn(2, 3, dtype=torch.float64)[:, ::2],  # not contiguous

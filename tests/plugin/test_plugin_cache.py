@@ -116,3 +116,40 @@ def test_a_warm_run_loads_no_model(pytester: pytest.Pytester, tiny_dir: Callable
     fingerprints = [{label: {k: v for k, v in info.items() if k != "output_cache"}
                      for label, info in c["fingerprint"]["models"].items()} for c in cards]
     assert fingerprints[0] == fingerprints[1]  # the deferred adapters describe the same models
+
+
+REPEATED = """
+from PIL import Image
+from faithtests.models.interfaces import Prompt
+
+PROMPTS = [Prompt(images=(Image.new("RGB", (32, 32), c),), text=f"Is it {c}?\\nA. yes\\nB. no")
+           for c in ("red", "blue", "white")]
+
+def test_first(faith, faith_vlm):
+    faith.metric("first", float(faith_vlm.decide(PROMPTS, ("A", "B")).logits.sum()))
+
+def test_again(faith, faith_vlm, faith_output_store):
+    logits = faith_vlm.decide(PROMPTS, ("A", "B")).logits
+    faith.metric("again", float(logits.sum()))
+    assert not faith_output_store.persistent
+    assert faith_output_store.stats(faith_vlm.store_namespace).hits == 3
+"""
+
+
+def test_without_a_cache_a_session_serves_a_repeated_call_again(
+        pytester: pytest.Pytester, tiny_dir: Callable[[str], Path]) -> None:
+    """No ``--faith-cache``: the session keeps its outputs (``OutputStore(None)``), so a second
+    test asking the same question gets the stored rows, equal to the first, and nothing is written to
+    the run's folder or to the fingerprint."""
+    pytester.makepyfile(test_suite=REPEATED)
+    (pytester.path / "suites").mkdir()
+    (pytester.path / "suites" / "thresholds.toml").write_text("")
+    result = pytester.runpytest_inprocess(*PLUGINS, "--faith-vlm", f"llava=hf:{tiny_dir('llava')}",
+                                          "--faith-report", "run")
+    result.assert_outcomes(passed=2)
+    card = json.loads((pytester.path / "run" / "scorecard.json").read_text())
+    got = {k.split("::")[-1]: v for k, v in _metrics(card).items()}
+    assert set(got) == {"test_first[llava]:first", "test_again[llava]:again"}, got
+    assert got["test_first[llava]:first"] == got["test_again[llava]:again"]
+    assert "output_cache" not in card["fingerprint"]["models"]["llava"]
+    assert not list(pytester.path.rglob("*.sqlite3"))
