@@ -61,8 +61,16 @@ def _qwen_processor(processor_cls: Any, tok: Any, image_size: int, patch: int) -
     )
 
 
-def _qwen_ids(tok: Any) -> dict[str, int]:
-    return {k: int(tok.convert_tokens_to_ids(v)) for k, v in _QWEN_NAMED.items()}
+def _qwen_tokenizer(words: Iterable[str], suffix: str) -> tuple[Any, dict[str, Any]]:
+    """The tiny Qwen omni tokenizer, and the thinker config's token ids of its media markers (Qwen2.5-Omni
+    names the three media tokens ``*_token_index``, Qwen3-Omni ``*_token_id``: ``suffix``)."""
+    tok = tiny_tokenizer(["<|im_start|>", "<|im_end|>"], words=words, named=_QWEN_NAMED, bos=None,
+                         eos="<|im_end|>")
+    ids = {k: int(tok.convert_tokens_to_ids(v)) for k, v in _QWEN_NAMED.items()}
+    media = {"vision_start_token_id": ids["vision_bos_token"], "vision_end_token_id": ids["vision_eos_token"],
+             "audio_start_token_id": ids["audio_bos_token"], "audio_end_token_id": ids["audio_eos_token"],
+             "user_token_id": int(tok.convert_tokens_to_ids("user"))}
+    return tok, {**media, **{f"{m}_token_{suffix}": ids[f"{m}_token"] for m in ("audio", "image", "video")}}
 
 
 def build_tiny_qwen2_5_omni(
@@ -78,9 +86,7 @@ def build_tiny_qwen2_5_omni(
     )
 
     _seeded(seed)
-    tok = tiny_tokenizer(["<|im_start|>", "<|im_end|>"], words=words, named=_QWEN_NAMED, bos=None,
-                         eos="<|im_end|>")
-    ids = _qwen_ids(tok)
+    tok, ids = _qwen_tokenizer(words, "index")
     text = _text_dims(len(tok), rope_parameters={"rope_type": "default", "mrope_section": [1, 1, 2],
                                                  "rope_theta": 10000.0},
                       pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=None)
@@ -90,13 +96,8 @@ def build_tiny_qwen2_5_omni(
     audio = {"num_mel_bins": MEL_BINS, "encoder_layers": 1, "encoder_attention_heads": 2,
              "encoder_ffn_dim": 32, "d_model": 16, "n_window": 50, "output_dim": 32}
     # (vision_* ids are not declared fields: the config keeps them as attributes and RoPE reads them)
-    config = _untyped(Qwen2_5OmniThinkerConfig)(
-        audio_config=audio, vision_config=vision, text_config=text, audio_token_index=ids["audio_token"],
-        image_token_index=ids["image_token"], video_token_index=ids["video_token"],
-        vision_start_token_id=ids["vision_bos_token"], vision_end_token_id=ids["vision_eos_token"],
-        audio_start_token_id=ids["audio_bos_token"], audio_end_token_id=ids["audio_eos_token"],
-        user_token_id=int(tok.convert_tokens_to_ids("user")),
-    )
+    config = _untyped(Qwen2_5OmniThinkerConfig)(audio_config=audio, vision_config=vision, text_config=text,
+                                                **ids)
     model: Any = Qwen2_5OmniThinkerForConditionalGeneration(config)
     model.eval()
     return _save(model, _qwen_processor(Qwen2_5OmniProcessor, tok, image_size, PATCH), Path(out_dir), seed)
@@ -115,9 +116,7 @@ def build_tiny_qwen3_omni_moe(
     )
 
     _seeded(seed)
-    tok = tiny_tokenizer(["<|im_start|>", "<|im_end|>"], words=words, named=_QWEN_NAMED, bos=None,
-                         eos="<|im_end|>")
-    ids = _qwen_ids(tok)
+    tok, ids = _qwen_tokenizer(words, "id")
     text = _text_dims(len(tok), head_dim=8, moe_intermediate_size=16, num_experts=4, num_experts_per_tok=2,
                       rope_parameters={"rope_type": "default", "mrope_section": [1, 1, 2],
                                        "mrope_interleaved": True, "rope_theta": 10000.0},
@@ -128,13 +127,8 @@ def build_tiny_qwen3_omni_moe(
     audio = {"num_mel_bins": MEL_BINS, "encoder_layers": 1, "encoder_attention_heads": 2,
              "encoder_ffn_dim": 32, "d_model": 16, "n_window": 50, "output_dim": 32,
              "downsample_hidden_size": 8}
-    config = _untyped(Qwen3OmniMoeThinkerConfig)(
-        audio_config=audio, vision_config=vision, text_config=text, audio_token_id=ids["audio_token"],
-        image_token_id=ids["image_token"], video_token_id=ids["video_token"],
-        vision_start_token_id=ids["vision_bos_token"], vision_end_token_id=ids["vision_eos_token"],
-        audio_start_token_id=ids["audio_bos_token"], audio_end_token_id=ids["audio_eos_token"],
-        user_token_id=int(tok.convert_tokens_to_ids("user")),
-    )
+    config = _untyped(Qwen3OmniMoeThinkerConfig)(audio_config=audio, vision_config=vision, text_config=text,
+                                                 **ids)
     model: Any = Qwen3OmniMoeThinkerForConditionalGeneration(config)
     model.eval()
     # At std 0.02 the tiny audio tower's convolutions vanish beside its sinusoidal positions and the model
