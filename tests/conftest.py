@@ -34,8 +34,11 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 #: tests using one share an ``xdist_group``, so under ``-n 2`` one worker computes it once (each worker
 #: that ran one of those tests would otherwise compute its own).
 SESSION_RUNS = frozenset({"small_default_run"})
-MODULE_RUNS = frozenset({"ac_card", "premise_card", "spd_card", "clip_seed0", "reference_runs", "default_run",
-                         "reports"})
+#: A fixture that only reads a session run (e.g. test_glossary_suites' ``default_run``) is not listed: its
+#: tests must stay in the session run's group alone, not in a joined group xdist may send elsewhere, which
+#: made a second worker compute ``small_default_run`` again.
+MODULE_RUNS = frozenset({"ac_card", "premise_card", "spd_card", "clip_seed0", "reference_runs", "reports",
+                         "nan_runs", "every_nan"})
 
 
 def _in_ci() -> bool:
@@ -62,6 +65,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         groups = sorted(SESSION_RUNS & names) + [f"{item.path.stem}.{f}" for f in sorted(MODULE_RUNS & names)]
+        if len(groups) > 1 and SESSION_RUNS & names:  # xdist joins them into one other group (see above)
+            raise pytest.UsageError(f"{item.nodeid} needs the session run and {groups[1:]}: a session run's "
+                                    "tests must share its xdist_group alone")
         for group in groups:
             item.add_marker(pytest.mark.xdist_group(name=group))
 
@@ -75,12 +81,13 @@ def small_default_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """``tiny_dir(name)``: the directory of tiny model ``name`` (a VLM family or a dual encoder)."""
+    """``tiny_dir(name)``: the directory of tiny model ``name`` (a VLM or omni family, or a dual encoder)."""
     from faithtests.testing.tiny import build_tiny
     from faithtests.testing.tiny_duals import build_tiny_clip_hf, build_tiny_open_clip, build_tiny_siglip_hf
+    from faithtests.testing.tiny_omni import BUILDERS as OMNI
 
     duals: dict[str, Callable[..., Path]] = {
-        "open_clip": build_tiny_open_clip, "clip": build_tiny_clip_hf, "siglip": build_tiny_siglip_hf}
+        "open_clip": build_tiny_open_clip, "clip": build_tiny_clip_hf, "siglip": build_tiny_siglip_hf, **OMNI}
     built: dict[str, Path] = {}
 
     def get(name: str) -> Path:

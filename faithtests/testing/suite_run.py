@@ -18,6 +18,28 @@ Card = tuple[dict[str, str], list[dict[str, Any]], dict[str, list[dict[str, Any]
 SMALL_LIMIT = 6
 #: Its arguments: a run this small has checks short of data, reported INSUFFICIENT (exit 6 without the flag).
 SMALL_RUN = ("suites/", "--faith-limit", str(SMALL_LIMIT), "--faith-allow-insufficient")
+#: An output cache (``--faith-cache`` folder) that the library tests' suite runs (:class:`SuiteCards`, and
+#: runs given :func:`env_cache_args`) read and extend: CI points it at the folder its main job (``pytest
+#: suites/ --faith-cache DIR``, before the library tests) filled with the bundled models' outputs on every
+#: suite, so those rows are not computed again (a served row is the bytes the model computes).
+CACHE_ENV = "FAITH_TEST_CACHE"
+
+
+def env_cache() -> Path | None:
+    """The folder ``$FAITH_TEST_CACHE`` names, or None when unset; a name that is not a folder is an error
+    (a typo would otherwise only make the tests slow)."""
+    where = os.environ.get(CACHE_ENV, "").strip()
+    if not where:
+        return None
+    if not Path(where).is_dir():
+        raise FileNotFoundError(f"${CACHE_ENV}={where} is not a folder (an output cache a run filled)")
+    return Path(where)
+
+
+def env_cache_args() -> tuple[str, ...]:
+    """``("--faith-cache", DIR)`` of :func:`env_cache`, or nothing when ``$FAITH_TEST_CACHE`` is unset."""
+    where = env_cache()
+    return () if where is None else ("--faith-cache", str(where))
 
 
 def run_suite(root: Path, suite: str, report: Path, vlm: str, *extra: str, timeout: int = 900) -> Card:
@@ -81,14 +103,27 @@ class _TmpFactory(Protocol):
 
 
 class SuiteCards:
-    """``cards(vlm)``: one suite run per model, memoised (a module-scoped fixture shares it)."""
+    """``cards(vlm)``: one suite run per model, memoised (a module-scoped fixture shares it).
 
-    def __init__(self, root: Path, suite: str, tmp: _TmpFactory) -> None:
+    ``shared_cache=True``: every run of this object, and any other run given :meth:`cache_args`, keeps its
+    model outputs in one ``--faith-cache`` folder, so a model whose calls are another's (a wrapper over
+    ``reference:vlm``: the store keys rows by the weights they came from, and a wrapper passes
+    ``use_store`` through to the model it wraps) reads the rows the earlier run wrote instead of computing
+    them again. With ``$FAITH_TEST_CACHE`` (:data:`CACHE_ENV`) set, every ``SuiteCards`` uses that folder.
+    Served rows are the bytes the model computes, so every card is the one a run without the cache
+    writes; only runs sharing a checkpoint gain anything."""
+
+    def __init__(self, root: Path, suite: str, tmp: _TmpFactory, *, shared_cache: bool = False) -> None:
         self.root, self.suite, self.tmp = root, suite, tmp
         self._cards: dict[str, Card] = {}
+        self.cache: Path | None = env_cache() or (tmp.mktemp("outputs") if shared_cache else None)
+
+    def cache_args(self) -> tuple[str, ...]:
+        """``("--faith-cache", DIR)`` of the shared folder, or nothing without one."""
+        return () if self.cache is None else ("--faith-cache", str(self.cache))
 
     def __call__(self, vlm: str) -> Card:
         if vlm not in self._cards:
             report = self.tmp.mktemp(vlm.replace(":", "_")) / "report"
-            self._cards[vlm] = run_suite(self.root, self.suite, report, vlm)
+            self._cards[vlm] = run_suite(self.root, self.suite, report, vlm, *self.cache_args())
         return self._cards[vlm]

@@ -39,42 +39,13 @@ def tone(hz: float, seconds: float = 1.0, rate: int = 16_000) -> Audio:
     return Audio((0.5 * np.sin(2 * np.pi * hz * t)).astype(np.float32), rate)
 
 
-@pytest.fixture(scope="module")
-def omni_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """``omni_dir(family)``: the tiny omni model's directory (built once per module)."""
-    built: dict[str, Path] = {}
-
-    def get(family: str) -> Path:
-        if family not in built:
-            built[family] = BUILDERS[family](tmp_path_factory.mktemp(f"tiny_{family}"))
-        return built[family]
-
-    return get
-
-
-@pytest.fixture(scope="module")
-def load_omni(omni_dir: Callable[[str], Path]) -> Callable[..., Any]:
-    """``load_omni(family, **kw)`` through the public ``hf:`` path; memoised per (family, kwargs)."""
-    from faithtests.models.registry import load_model
-
-    loaded: dict[tuple[str, tuple[tuple[str, Any], ...]], Any] = {}
-
-    def get(family: str, **kwargs: Any) -> Any:
-        key = (family, tuple(sorted(kwargs.items())))
-        if key not in loaded:
-            loaded[key] = load_model(f"hf:{omni_dir(family)}", device="cpu", **kwargs)
-        return loaded[key]
-
-    return get
-
-
 def family_of(model: HFOmniModel) -> str:
     return str(model.meta["model_type"]).removesuffix("_thinker")
 
 
 @pytest.fixture(scope="module", params=sorted(BUILDERS))
-def omni(request: pytest.FixtureRequest, load_omni: Callable[..., Any]) -> HFOmniModel:
-    model = load_omni(request.param)
+def omni(request: pytest.FixtureRequest, load_tiny: Callable[..., Any]) -> HFOmniModel:
+    model = load_tiny(request.param)
     assert isinstance(model, HFOmniModel)
     return model
 
@@ -175,12 +146,12 @@ def test_option_logits_and_states_match_plain_forward(omni: HFOmniModel, prompts
 
 
 def test_prefix_cache_and_batch_equal_single(omni: HFOmniModel, prompts: list[Prompt],
-                                             load_omni: Callable[..., Any]) -> None:
+                                             load_tiny: Callable[..., Any]) -> None:
     family = family_of(omni)
     before = omni.cache_stats()["prefix_calls"]
     cached = omni.decide(prompts, OPTIONS)
     assert omni.cache_stats()["prefix_calls"] == before + 1  # rows 0 and 1 share image and audio
-    full = load_omni(family, prefix_cache=False).decide(prompts, OPTIONS)
+    full = load_tiny(family, prefix_cache=False).decide(prompts, OPTIONS)
     assert (cached.logits - full.logits).abs().max() < 1e-4
     assert (cached.states - full.states).abs().max() < 1e-4
     for row, prompt in enumerate(prompts):
@@ -272,12 +243,12 @@ def test_audio_rejects_bad_waveforms() -> None:
 
 
 @pytest.mark.parametrize("family", ["qwen2_5_omni", "gemma3n"])
-def test_real_clip_through_tiny_omni(tmp_path: Path, load_omni: Callable[..., Any], family: str) -> None:
+def test_real_clip_through_tiny_omni(tmp_path: Path, load_tiny: Callable[..., Any], family: str) -> None:
     """A real MP4 (H.264 + AAC 44.1 kHz stereo) -> 50 frames + 16 kHz mono -> tiny Qwen2.5-Omni (a video
     with its soundtrack interleaved) and tiny Gemma 3n (50 images, then the audio)."""
     clip = load_clip(write_clip(tmp_path / "tone.mp4"))
     assert len(clip.frames) == 50 and clip.sampling_rate == 16_000
-    model = load_omni(family)
+    model = load_tiny(family)
     prompt = Prompt((), QUESTION, video=clip.frames, audio=Audio(clip.audio, clip.sampling_rate),
                     video_fps=clip.fps)
     logits = model.option_logits([prompt], ["A", "B", "C", "D", "E", "F"])
@@ -294,14 +265,14 @@ def test_real_clip_through_tiny_omni(tmp_path: Path, load_omni: Callable[..., An
 
 
 def test_output_store_keys_audio_and_serves_a_warm_run(
-    omni: HFOmniModel, prompts: list[Prompt], omni_dir: Callable[[str], Path], tmp_path: Path
+    omni: HFOmniModel, prompts: list[Prompt], tiny_dir: Callable[[str], Path], tmp_path: Path
 ) -> None:
     """A warm run answers audio prompts (logits, attentions with audio spans, generations) from the
     store without loading; a prompt that differs only in its audio is a miss that loads the model."""
     from faithtests.models.registry import load_model
     from faithtests.models.store import OutputStore
 
-    spec, cache = f"hf:{omni_dir(family_of(omni))}", tmp_path / "cache"
+    spec, cache = f"hf:{tiny_dir(family_of(omni))}", tmp_path / "cache"
 
     def fresh() -> Any:
         store = OutputStore(cache)
@@ -325,7 +296,7 @@ def test_output_store_keys_audio_and_serves_a_warm_run(
 
 @pytest.mark.parametrize("family", sorted(t.removesuffix("_thinker") for t in RELEASED_CONFIGS))
 def test_a_released_checkpoint_loads_its_thinker(
-    family: str, prompts: list[Prompt], omni_dir: Callable[[str], Path], load_omni: Callable[..., Any],
+    family: str, prompts: list[Prompt], tiny_dir: Callable[[str], Path], load_tiny: Callable[..., Any],
     tmp_path: Path,
 ) -> None:
     """``model_type`` qwen2_5_omni / qwen3_omni_moe (thinker + talker, weights under ``thinker.``) loads
@@ -333,8 +304,8 @@ def test_a_released_checkpoint_loads_its_thinker(
     has no talker: its released checkpoint is the model itself.)"""
     from faithtests.models.registry import load_model
 
-    omni = load_omni(family)
-    released = save_as_released(omni_dir(family), tmp_path / "released")
+    omni = load_tiny(family)
+    released = save_as_released(tiny_dir(family), tmp_path / "released")
     model = load_model(f"hf:{released}", device="cpu")
     assert isinstance(model, HFOmniModel) and model.meta["model_type"] == f"{family}_thinker"
     mine, alone = model.decide(prompts[:3], OPTIONS), omni.decide(prompts[:3], OPTIONS)
@@ -368,9 +339,9 @@ def test_a_batch_mixes_video_with_sound_and_standalone_audio(
         assert torch.allclose(both.weights[1][row, :, :n], single.weights[1][0, :, :n], atol=1e-5)
 
 
-def test_gemma3n_refuses_audio_past_its_window(load_omni: Callable[..., Any], images: list[Any]) -> None:
+def test_gemma3n_refuses_audio_past_its_window(load_tiny: Callable[..., Any], images: list[Any]) -> None:
     """Gemma 3n's feature extractor cuts audio at 30 s: a longer clip is refused, not heard in part."""
-    model = load_omni("gemma3n")
+    model = load_tiny("gemma3n")
     long = Prompt((images[0],), QUESTION, audio=tone(440.0, seconds=30.5))
     with pytest.raises(PromptRenderError, match="at most 30 s"):
         model.option_logits([long], OPTIONS)
@@ -379,11 +350,11 @@ def test_gemma3n_refuses_audio_past_its_window(load_omni: Callable[..., Any], im
 
 
 def test_gemma3n_states_are_the_active_altup_stream(
-    load_omni: Callable[..., Any], prompts: list[Prompt]
+    load_tiny: Callable[..., Any], prompts: list[Prompt]
 ) -> None:
     """Gemma 3n's layers output a [streams, B, T, D] stack; the adapter's states are its active stream
     ([B, T, D] to every hook), equal to the stack's slice in a plain forward."""
-    model = load_omni("gemma3n")
+    model = load_tiny("gemma3n")
     _, out = reference_forward(model, prompts[4])
     assert len(model.layers) == model.num_layers
     states = model.states(prompts[4:5])

@@ -28,7 +28,7 @@ from faithtests.models.interfaces import Audio, Contrast, Hooks, Prompt
 from faithtests.models.prompt_keys import prompt_key
 from faithtests.models.ray_actors import ModelHost, RolePool, adapter
 from faithtests.models.ray_pool import PooledVLM
-from faithtests.testing.tiny_omni import BUILDERS, save_as_released
+from faithtests.testing.tiny_omni import save_as_released
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONS = ("A", "B")
@@ -55,35 +55,6 @@ def clip_prompts() -> list[Prompt]:
         Prompt((image,), QUESTION, audio=tone(880.0)),
         Prompt((image,), QUESTION),
     ]
-
-
-@pytest.fixture(scope="module")
-def omni_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """``omni_dir(family)``: the tiny model's directory (built once per module)."""
-    built: dict[str, Path] = {}
-
-    def get(family: str) -> Path:
-        if family not in built:
-            built[family] = BUILDERS[family](tmp_path_factory.mktemp(f"scale_{family}"))
-        return built[family]
-
-    return get
-
-
-@pytest.fixture(scope="module")
-def load_omni(omni_dir: Callable[[str], Path]) -> Callable[[str], HFOmniModel]:
-    from faithtests.models.registry import load_model
-
-    loaded: dict[str, HFOmniModel] = {}
-
-    def get(family: str) -> HFOmniModel:
-        if family not in loaded:
-            model = load_model(f"hf:{omni_dir(family)}", device="cpu")
-            assert isinstance(model, HFOmniModel)
-            loaded[family] = model
-        return loaded[family]
-
-    return get
 
 
 @pytest.fixture(scope="module")
@@ -115,8 +86,8 @@ class Reference:
 
 
 @pytest.fixture(scope="module")
-def reference(load_omni: Callable[[str], HFOmniModel], prompts: list[Prompt]) -> Reference:
-    model = load_omni("qwen2_5_omni")
+def reference(load_tiny: Callable[..., Any], prompts: list[Prompt]) -> Reference:
+    model = load_tiny("qwen2_5_omni")
     return Reference(model.decide(prompts, OPTIONS), model.states(prompts[:3]), model.generate(prompts, 3),
                      model.attentions(prompts))
 
@@ -145,14 +116,13 @@ def pickled_pool(model: Any) -> PooledVLM:
     return pooled
 
 
-def test_pool_of_pickled_workers_equals_the_model(load_omni: Callable[[str], HFOmniModel],
-                                                  load_tiny: Callable[..., Any], prompts: list[Prompt],
+def test_pool_of_pickled_workers_equals_the_model(load_tiny: Callable[..., Any], prompts: list[Prompt],
                                                   reference: Reference) -> None:
     """Qwen2.5-Omni: the pool says it hears (suites send audio only then; an image-only model's pool
     does not); calls split over two workers (chunks of 3 and 2 rows, the second with an audio-less row)
     give the in-process logits, states, generations and attentions with their audio spans; a chunk
     that hears nothing still has its rows' (empty) audio runs."""
-    model = load_omni("qwen2_5_omni")
+    model = load_tiny("qwen2_5_omni")
     pooled = pickled_pool(model)
     assert pooled.accepts_audio and not pickled_pool(load_tiny("llava")).accepts_audio
     assert_pool_equals(pooled, reference, prompts)
@@ -160,12 +130,12 @@ def test_pool_of_pickled_workers_equals_the_model(load_omni: Callable[[str], HFO
     assert pooled.attentions(mixed).spans == model.attentions(mixed).spans
 
 
-def test_gemma3n_pool_of_pickled_workers(load_omni: Callable[[str], HFOmniModel],
+def test_gemma3n_pool_of_pickled_workers(load_tiny: Callable[..., Any],
                                          prompts: list[Prompt]) -> None:
     """Gemma 3n (its clip frames become images in the worker): option logits and states over two
     workers equal the in-process ones (a clip, and audio beside an image; few rows: every audio row
     is a 30 s window)."""
-    model = load_omni("gemma3n")
+    model = load_tiny("gemma3n")
     rows = [prompts[0], prompts[1]]
     got, want = pickled_pool(model).decide(rows, OPTIONS), model.decide(rows, OPTIONS)
     torch.testing.assert_close(got.logits, want.logits, atol=1e-5, rtol=0)  # 1 + 1 rows against 2
@@ -179,7 +149,7 @@ def test_audio_survives_pickling_with_its_key(prompts: list[Prompt]) -> None:
     assert audio is not None and audio.samples.dtype == np.float32 and audio.sampling_rate == 16_000
 
 
-def test_on_a_local_ray_actor(omni_dir: Callable[[str], Path], prompts: list[Prompt],
+def test_on_a_local_ray_actor(tiny_dir: Callable[[str], Path], prompts: list[Prompt],
                               reference: Reference) -> None:
     """A local Ray instance (as ``--faith-ray local``) with a CPU actor loading the tiny Qwen2.5-Omni
     from its ``hf:`` spec; prompts with their audio and frames, and the results, cross through Ray's
@@ -198,7 +168,7 @@ def test_on_a_local_ray_actor(omni_dir: Callable[[str], Path], prompts: list[Pro
     started = connect("local")
     hosts: list[Any] = []
     try:
-        pooled, hosts = start_pool(f"hf:{omni_dir('qwen2_5_omni')}", RaySettings("local", actors=1),
+        pooled, hosts = start_pool(f"hf:{tiny_dir('qwen2_5_omni')}", RaySettings("local", actors=1),
                                    device="cpu", dtype="float32", batch_size=16, options={}, local=None)
         assert isinstance(pooled, PooledVLM)
         assert_pool_equals(pooled, reference, prompts)
@@ -231,14 +201,14 @@ with open({out!r}, "wb") as f:
 
 
 def test_another_process_keys_audio_alike_and_fills_the_store(
-    omni_dir: Callable[[str], Path], prompts: list[Prompt], tmp_path: Path
+    tiny_dir: Callable[[str], Path], prompts: list[Prompt], tmp_path: Path
 ) -> None:
     """A process with another hash seed (an xdist worker, a shard) keys the same audio prompts alike,
     and what it stores under ``--faith-cache`` serves this process without loading the model."""
     from faithtests.models.registry import load_model
     from faithtests.models.store import OutputStore
 
-    spec, cache, out = f"hf:{omni_dir('qwen2_5_omni')}", tmp_path / "cache", tmp_path / "child.pkl"
+    spec, cache, out = f"hf:{tiny_dir('qwen2_5_omni')}", tmp_path / "cache", tmp_path / "child.pkl"
     code = CHILD.format(tests=str(Path(__file__).parent), cache=str(cache), spec=spec, out=str(out))
     env = {**os.environ, "PYTHONHASHSEED": "12345", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -273,8 +243,8 @@ def test_audio_key_is_its_content() -> None:
 
 # --------------------------------------------------------------------------------------- --faith-device-map
 @pytest.mark.parametrize("family", ["qwen2_5_omni", "gemma3n", "qwen3_omni_moe released"])
-def test_device_map_loads_the_omni_families(family: str, omni_dir: Callable[[str], Path],
-                                            load_omni: Callable[[str], HFOmniModel], prompts: list[Prompt],
+def test_device_map_loads_the_omni_families(family: str, tiny_dir: Callable[[str], Path],
+                                            load_tiny: Callable[..., Any], prompts: list[Prompt],
                                             tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``device_map`` (``--faith-device-map``) reaches ``from_pretrained`` of the model each family loads
     (a released thinker + talker checkpoint: of its thinker class) and the placed model computes what the
@@ -286,7 +256,7 @@ def test_device_map_loads_the_omni_families(family: str, omni_dir: Callable[[str
     from faithtests.models.registry import load_model
 
     name, _, released = family.partition(" ")
-    path = omni_dir(name)
+    path = tiny_dir(name)
     if released:
         path = save_as_released(path, tmp_path / "released")
     placed = importlib.util.find_spec("accelerate") is not None
@@ -301,7 +271,7 @@ def test_device_map_loads_the_omni_families(family: str, omni_dir: Callable[[str
             kwargs.pop("device_map", None)
         return original(*args, **kwargs)
 
-    plain: Any = load_model(f"hf:{path}", device="cpu") if released else load_omni(name)
+    plain: Any = load_model(f"hf:{path}", device="cpu") if released else load_tiny(name)
     monkeypatch.setattr(cls, "from_pretrained", spy)
     mapped = load_model(f"hf:{path}", device="cpu", device_map="auto")
     assert [s.get("device_map") for s in seen] == ["auto"]
@@ -313,12 +283,12 @@ def test_device_map_loads_the_omni_families(family: str, omni_dir: Callable[[str
 
 
 # ---------------------------------------------------------------------------- contrast prompts (Gemma 3n)
-def test_gemma3n_contrast_prompts_with_a_clip(load_omni: Callable[[str], HFOmniModel],
+def test_gemma3n_contrast_prompts_with_a_clip(load_tiny: Callable[..., Any],
                                               prompts: list[Prompt]) -> None:
     """Gemma 3n takes a clip's frames as images: a contrastive generation's auxiliary prompts carrying a
     clip are converted as the main rows are (before: refused as a prompt with images paired with one
     without), and decode exactly as the same prompts given as images."""
-    model = load_omni("gemma3n")
+    model = load_tiny("gemma3n")
     clip = prompts[0]
     main = [clip, clip]
     aux = (dataclasses.replace(clip, text="Describe the sound."),
@@ -332,12 +302,12 @@ def test_gemma3n_contrast_prompts_with_a_clip(load_omni: Callable[[str], HFOmniM
 
 
 # ------------------------------------------------------------------ one prompt object in several rows
-def test_one_clip_prompt_scored_against_several_answers(load_omni: Callable[[str], HFOmniModel],
+def test_one_clip_prompt_scored_against_several_answers(load_tiny: Callable[..., Any],
                                                         prompts: list[Prompt]) -> None:
     """``answer_logprob`` puts the same Prompt object in one row per answer: each row's soundtrack must
     ride in its own row's video (before: matched by object identity, so every slot named the last row's
     video and row 0 had no audio tokens: "the processor wrote no audio tokens")."""
-    model = load_omni("qwen2_5_omni")
+    model = load_tiny("qwen2_5_omni")
     clip = prompts[0]
     assert clip.video and clip.audio is not None
     both = model.answer_logprob([clip], ["yes", "no"])

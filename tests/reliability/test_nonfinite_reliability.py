@@ -132,14 +132,28 @@ def test_nan_for_some_captions_is_counted_and_fails_invariance_and_flips(tmp_pat
     assert f"coverage world: {len(inv_bad)} of {inv_total} inputs non-finite score" in out
 
 
-@pytest.mark.parametrize("test", ["paraphrase_invariance and all", "flip_positive_rate and world-all"])
-def test_nan_for_every_caption_fails_with_no_finite_pair(tmp_path: Path, test: str) -> None:
+EVERY = {"paraphrase_invariance and all": "test_paraphrase_invariance",
+         "flip_positive_rate and world-all": "test_flip_positive_rate"}
+
+
+@pytest.fixture(scope="module")
+def every_nan(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any], str]:
+    """(spec, scorecard, output) of one LGIP run selecting both tests of :data:`EVERY` on the model that
+    is NaN for every token (one build and one session for the module's two tests)."""
+    where = tmp_path_factory.mktemp("nan-every")  # no "all" in the path: -k reads it
+    model = nan_word_open_clip(where / "model", None)
+    card, out = run_lgip(where, model, " or ".join(f"({k})" for k in EVERY))
+    assert sorted(t["test"].split("::")[1].split("[")[0] for t in card["tests"]) == sorted(EVERY.values())
+    return f"open_clip:local-dir:{model}", card, out
+
+
+@pytest.mark.parametrize("test", list(EVERY))
+def test_nan_for_every_caption_fails_with_no_finite_pair(every_nan: tuple[str, dict[str, Any], str],
+                                                         test: str) -> None:
     """NaN everywhere (say, float16 overflow): nothing to aggregate, so the checked metric is recorded
     undefined with n=0 and fails with the same message, instead of crashing on an empty bootstrap."""
-    model = nan_word_open_clip(tmp_path / "nan-every", None)  # no "all" in the path: -k reads it
-    spec = f"open_clip:local-dir:{model}"
-    card, out = run_lgip(tmp_path, model, test)
-    (t,) = card["tests"]
+    spec, card, out = every_nan
+    (t,) = [t for t in card["tests"] if f"::{EVERY[test]}[" in t["test"]]
     count = nonfinite(t)
     assert count["count"] == count["total"] > 0
     where = "invariance/E_inv" if "invariance" in test else "flip_sensitivity/PR"

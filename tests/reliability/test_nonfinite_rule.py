@@ -4,8 +4,8 @@ One kind vocabulary (:mod:`faithtests.scorecard.kinds`): a NaN/inf output is cou
 score' in every suite, with what broke as the example's detail, and the coverage rule reads that kind
 (no pattern over decorated names such as "non-finite logits" or "... [base]"). Each suite is run as a
 user would, on a plug-in model (``tests/reliability/nan_models.py``) that emits NaN for a fixed quarter
-of its inputs: every selected test must fail, naming the model and its non-finite count, and count each
-broken item once.
+of its inputs (one session per plug-in model over its suites): every selected test must fail, naming the
+model and its non-finite count, and count each broken item once.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from faithtests.scorecard.kinds import NONFINITE, is_fatal
+from faithtests.testing.suite_run import env_cache_args
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -59,10 +60,11 @@ def test_the_fatal_rule_reads_the_kind_not_a_pattern() -> None:
     assert not is_fatal(f"{NONFINITE} [base]") and not is_fatal("non-finite logits")
 
 
-def _run(tmp_path: Path, files: list[str], select: str, *model: str) -> tuple[int, str, dict[str, Any]]:
-    report = tmp_path / "report"
+def _run(report: Path, files: list[str], select: str, *model: str) -> tuple[int, str, dict[str, Any]]:
+    # $FAITH_TEST_CACHE (CI: its main job's outputs): the wrapped reference model's rows are served (the
+    # plug-in passes the store to it and breaks its answers after the call, never storing a broken one)
     cmd = [sys.executable, "-m", "pytest", *files, "-k", select, *model, "--faith-limit", "24",
-           "-p", "no:cacheprovider", "-q", "--faith-report", str(report)]
+           "-p", "no:cacheprovider", "-q", "--faith-report", str(report), *env_cache_args()]
     env = {**os.environ, "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -90,14 +92,35 @@ SUITES = {  # suite -> (files, -k, model options)
 }
 
 
+@pytest.fixture(scope="module")
+def nan_runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``run(model) -> (exit status, output, scorecard)``: one run per plug-in model of every suite of
+    :data:`SUITES` it is named for, each suite's selection kept to its own file (``-k "(test_x and
+    (SELECT)) or ..."``: pytest's keywords hold the module name), memoised for this module's tests. One
+    session per model, as a user runs several suites: the start-up (imports, model load) is paid once."""
+    runs: dict[tuple[str, ...], tuple[int, str, dict[str, Any]]] = {}
+
+    def run(model: tuple[str, ...]) -> tuple[int, str, dict[str, Any]]:
+        if model not in runs:
+            mine = [(files, select) for files, select, m in SUITES.values() if m == model]
+            files = sorted({f for fs, _ in mine for f in fs})
+            select = " or ".join(f"({Path(f).stem} and ({sel}))" for fs, sel in mine for f in fs)
+            runs[model] = _run(tmp_path_factory.mktemp("nan") / "report", files, select, *model)
+        return runs[model]
+
+    return run
+
+
 @pytest.mark.parametrize("suite", list(SUITES))
-def test_a_plugin_model_emitting_nan_fails_every_check_of_each_suite(tmp_path: Path, suite: str) -> None:
-    files, select, model = SUITES[suite]
+def test_a_plugin_model_emitting_nan_fails_every_check_of_each_suite(nan_runs: Any, suite: str) -> None:
+    files, _, model = SUITES[suite]
     spec = model[1]
-    rc, out, card = _run(tmp_path, files, select, *model)
+    rc, out, card = nan_runs(model)
     assert rc == 1, out[-4000:]  # test failures, never a crash or an error
-    assert card["tests"], out[-4000:]
-    for t in card["tests"]:
+    here = {Path(f).name for f in files}
+    tests = [t for t in card["tests"] if t["test"].split("::")[0] in here]
+    assert tests, out[-4000:]
+    for t in tests:
         assert t["outcome"] == "failed", (t["test"], t["outcome"], t["message"])
         mine = [i for i in t["invalid"] if "non-finite" in i["kind"]]
         # one entry of the one kind: an item broken by NaN is counted once, never once per prompt or

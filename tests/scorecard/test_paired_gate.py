@@ -19,6 +19,7 @@ from faithtests.scorecard.comparison_text import format_comparison
 from faithtests.scorecard.html import render_html
 from faithtests.scorecard.model import ItemValues, MetricResult, TestRecord
 from faithtests.scorecard.scorecard import Scorecard, read_scorecard, write_scorecard
+from faithtests.testing.suite_run import env_cache
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -165,9 +166,17 @@ def _suites(report: Path, *args: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def clip_seed0(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def outputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, ...]:
+    """One ``--faith-cache`` for this module's runs: the two colour-blind runs (one model, items and seed)
+    compute its outputs once; ``$FAITH_TEST_CACHE`` (CI: its main job's outputs) also serves
+    reference:clip's. A served row is the bytes the model computes: every scorecard is unchanged."""
+    return ("--faith-cache", str(env_cache() or tmp_path_factory.mktemp("outputs")))
+
+
+@pytest.fixture(scope="module")
+def clip_seed0(tmp_path_factory: pytest.TempPathFactory, outputs: tuple[str, ...]) -> Path:
     report = tmp_path_factory.mktemp("seed0")
-    _suites(report, "--faith-model", "m=reference:clip", "--faith-seed", "0")
+    _suites(report, "--faith-model", "m=reference:clip", "--faith-seed", "0", *outputs)
     return report / "scorecard.json"
 
 
@@ -181,15 +190,18 @@ def test_suite_run_against_itself(clip_seed0: Path, capsys: pytest.CaptureFixtur
     assert cli.main(["compare", str(clip_seed0), str(clip_seed0), "--all"]) == 0
 
 
-def test_two_seeds_of_one_checkpoint_no_regression_under_ci(clip_seed0: Path, tmp_path: Path) -> None:
+def test_two_seeds_of_one_checkpoint_no_regression_under_ci(clip_seed0: Path, tmp_path: Path,
+                                                            outputs: tuple[str, ...]) -> None:
     sc = _suites(tmp_path, "--faith-model", "m=reference:clip", "--faith-seed", "1",
-                 "--faith-baseline", str(clip_seed0), "--faith-allow-mismatch", "seed")
+                 "--faith-baseline", str(clip_seed0), "--faith-allow-mismatch", "seed", *outputs)
     assert sc["regressions"] == []
 
 
-def test_colourblind_twin_regresses_colour_flips_under_ci(clip_seed0: Path, tmp_path: Path) -> None:
+def test_colourblind_twin_regresses_colour_flips_under_ci(clip_seed0: Path, tmp_path: Path,
+                                                          outputs: tuple[str, ...]) -> None:
     sc = _suites(tmp_path, "--faith-model", "m=reference:clip-colorblind", "--faith-seed", "0",
-                 "--faith-baseline", str(clip_seed0), "--faith-regression-all")  # PR[type=color] is unchecked
+                 "--faith-baseline", str(clip_seed0), "--faith-regression-all",  # PR[type=color] is unchecked
+                 *outputs)
     regs = {(r["test"].split("::")[1], r["metric"], r["slice"]): r for r in sc["regressions"]}
     colour = [r for k, r in regs.items() if k[1] == "PR" and k[2] in ("type=color", "color")]
     assert len(colour) == 2, sorted(regs)  # test_flip_positive_rate[all] per type and [color]
@@ -203,12 +215,13 @@ def test_colourblind_twin_regresses_colour_flips_under_ci(clip_seed0: Path, tmp_
 
 
 def test_default_gate_and_compare_agree_on_the_colourblind_twin(clip_seed0: Path, tmp_path: Path,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+                                                                capsys: pytest.CaptureFixture[str],
+                                                                outputs: tuple[str, ...]) -> None:
     """Issue 31 item 2: under the default rule (paired, checked metrics) the pytest gate and `faithtests
     compare` on the same two scorecards list the same regressions, PR[color] among them; unchecked moves
     (PR[type=color] of the all-flips test) are `moved`, not regressions."""
     sc = _suites(tmp_path, "--faith-model", "m=reference:clip-colorblind", "--faith-seed", "0",
-                 "--faith-baseline", str(clip_seed0))
+                 "--faith-baseline", str(clip_seed0), *outputs)
     gate = {(r["test"], r["metric"], r["slice"]) for r in sc["regressions"]}
     capsys.readouterr()
     assert cli.main(["compare", str(clip_seed0), str(tmp_path), "--json"]) == 1

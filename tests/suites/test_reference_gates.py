@@ -4,7 +4,9 @@ Two runs of the LGIP and S3E slices of ``suites/`` in a subprocess, exactly as a
 tests here (a module fixture): the good models together (reference:clip, reference:vlm as a VLM and as a
 scorer) and the twins together (reference:clip-colorblind, reference:vlm-positionbiased); each test reads
 the verdicts of its model's tests from the scorecard. Models are independent within a session (each test
-is parametrised with one model), so one run per side shows what one run per model showed.
+is parametrised with one model), so one run per side shows what one run per model showed. With
+``$FAITH_TEST_CACHE`` (CI: the main job's ``--faith-cache``) the runs read the bundled models' stored
+outputs, bit for bit what they compute (``faithtests.testing.suite_run.CACHE_ENV``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from faithtests.testing.suite_run import env_cache_args
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITES = ["suites/test_invariance.py", "suites/test_flip_sensitivity.py"]
@@ -31,7 +35,7 @@ TWINS = ("--faith-model", "reference:clip-colorblind", "--faith-vlm", "reference
 def run_suites(report: Path, *args: str) -> dict[str, Any]:
     """The scorecard of a suites run."""
     cmd = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider", "-q", "--faith-report",
-           str(report)]
+           str(report), *env_cache_args()]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from faithtests.testing.suite_run import Card, run_suite, value
+from faithtests.testing.suite_run import Card, env_cache_args, run_suite, value
 
 ROOT = Path(__file__).resolve().parents[3]
 #: Clips per run: every checked split needs >= 10 rows for a verdict (``[coverage]`` min_n).
@@ -27,7 +27,9 @@ def card(tmp_path_factory: pytest.TempPathFactory) -> Any:
     def get(vlm: str) -> Card:
         if vlm not in cards:
             report = tmp_path_factory.mktemp(vlm.replace(":", "_")) / "report"
-            cards[vlm] = run_suite(ROOT, "suites/test_premise_rejection.py", report, vlm, *ONLY)
+            # $FAITH_TEST_CACHE (CI: its main job's outputs) serves reference:omni's rows
+            cards[vlm] = run_suite(ROOT, "suites/test_premise_rejection.py", report, vlm, *ONLY,
+                                   *env_cache_args())
         return cards[vlm]
 
     return get

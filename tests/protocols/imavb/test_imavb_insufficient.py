@@ -23,6 +23,7 @@ from faithtests.protocols.imavb.pgla import (
 )
 from faithtests.protocols.imavb.probes import cv_accuracy, group_folds
 from faithtests.scorecard.model import InsufficientData
+from faithtests.testing.suite_run import env_cache_args
 
 ROOT = Path(__file__).resolve().parents[3]
 EXIT_INSUFFICIENT = 6
@@ -137,7 +138,7 @@ def test_a_limit_2_suite_run_is_insufficient_on_probes_and_pgla_while_base_verdi
     report = tmp_path / "report"
     cmd = [sys.executable, "-m", "pytest", "suites/test_premise_rejection.py", "-p", "no:cacheprovider", "-q",
            "--faith-vlm", "reference:vlm", "--faith-limit", "2", "--faith-thresholds", str(user),
-           "--faith-report", str(report)]
+           "--faith-report", str(report), *env_cache_args()]  # $FAITH_TEST_CACHE: CI's main-job outputs
     proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == EXIT_INSUFFICIENT, proc.stdout[-3000:] + proc.stderr[-3000:]

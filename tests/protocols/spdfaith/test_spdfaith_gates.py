@@ -4,7 +4,13 @@ VLM passes every gate; the twin that answers "same?" with Yes by prior fails exa
 (per difficulty) and DS_exist gates; the diffblind degradation (right same / different answers, wrong
 counts, random named differences) fails exactly DS_count, DS_count[subset=multi] and DRF; a judge that
 grounds no claim fails DRF and is named in the card; and the suite runs on pairs generated from real COCO
-photos."""
+photos.
+
+The runs on ``reference:vlm`` and on models that wrap it (diffblind) share one ``--faith-cache`` folder
+(``SuiteCards(shared_cache=True)``): the diffblind run reads the reference's rows for every prompt its
+degradation leaves unchanged, and the judge test reads its generations; a served row is the bytes the
+model computes, so each card is the one an uncached run writes (checked when this was introduced: the
+diffblind and reference cards with and without the cache, every result, outcome and invalid entry equal)."""
 
 from __future__ import annotations
 
@@ -35,7 +41,7 @@ def gate_verdicts(results: list[dict[str, Any]]) -> dict[tuple[str, str | None],
 
 @pytest.fixture(scope="module")
 def spd_card(tmp_path_factory: pytest.TempPathFactory) -> SuiteCards:
-    return SuiteCards(ROOT, SUITE, tmp_path_factory)
+    return SuiteCards(ROOT, SUITE, tmp_path_factory, shared_cache=True)
 
 
 def test_reference_vlm_passes_every_difference_gate(spd_card: Any) -> None:
@@ -104,11 +110,12 @@ def test_a_degraded_counter_and_namer_fails_exactly_ds_count_and_drf(spd_card: A
     assert value(results, "DQR", slice="subset=single") == 0.0  # every count wrong: DS_count 0 on singles
 
 
-def test_a_judge_that_grounds_nothing_fails_drf_and_is_named(tmp_path: Path) -> None:
-    # 50 pairs hold 10 multi ones, the coverage rule's min_n for the DRF gate's slice
+def test_a_judge_that_grounds_nothing_fails_drf_and_is_named(tmp_path: Path, spd_card: Any) -> None:
+    # 50 pairs hold 10 multi ones, the coverage rule's min_n for the DRF gate's slice; the judge reads the
+    # model's replies, so the reference run's stored generations serve this run (module doc)
     outcomes, results, _ = run_suite(
         ROOT, SUITE, tmp_path / "report", "reference:vlm", "-k", "naming", "--faith-limit", "50",
-        "--faith-spd-judge", "tests.protocols.spdfaith.judges:nothing_grounded")
+        "--faith-spd-judge", "tests.protocols.spdfaith.judges:nothing_grounded", *spd_card.cache_args())
     name = "judge=tests.protocols.spdfaith.judges:nothing_grounded"
     assert outcomes["test_difference_naming[world-reference:vlm-base]"] == "failed", outcomes
     assert value(results, "DRF", slice=name) == 0.0
