@@ -19,6 +19,7 @@ Span finding:
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -356,6 +357,12 @@ def _row_spans(
     return image, _runs(positions), ((s + offset, e + offset) if e > s else (0, 0)), _runs(audio)
 
 
+#: Qwen omni processors (transformers 5.x) pass token counts held in torch tensors to ``np.arange``, and
+#: NumPy 2 warns for each clip that torch's ``__array__`` takes no ``copy`` argument: 10,000 lines under
+#: the default run's summary, about a value that is only read. That one warning is not passed on.
+NUMPY_COPY_WARNING = r"__array__ implementation doesn't accept a copy keyword"
+
+
 def encode_batch(
     processor: Any,
     config: Any,
@@ -367,7 +374,9 @@ def encode_batch(
 
     ``texts`` replaces the rendered prompts (e.g. prompt + answer); spans are still those of the prompt."""
     kwargs = _processor_kwargs(processor, prompts, padding_side, texts)
-    out = processor(**kwargs)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=NUMPY_COPY_WARNING, category=DeprecationWarning)
+        out = processor(**kwargs)
     inputs = {k: v for k, v in out.items() if isinstance(v, torch.Tensor)}
     if kwargs.get("load_audio_from_video"):  # the model must lay positions out as the processor did
         inputs["use_audio_in_video"] = torch.tensor(True)

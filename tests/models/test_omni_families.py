@@ -8,6 +8,8 @@ against the library. A real MP4 with a sound track goes through the clip loader 
 from __future__ import annotations
 
 import dataclasses
+import re
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from faithtests.data.av_clip import load_clip
 from faithtests.models.hf_omni import HFOmniModel
 from faithtests.models.interfaces import Audio, Hooks, Prompt, VisionLanguageModel
 from faithtests.models.prompt_keys import prompt_key
-from faithtests.models.prompting import PromptRenderError, interleaves_audio, messages
+from faithtests.models.prompting import PromptRenderError, _processor_kwargs, interleaves_audio, messages
 from faithtests.models.store import digest
 from faithtests.testing.tiny_omni import (
     BUILDERS,
@@ -362,3 +364,25 @@ def test_gemma3n_states_are_the_active_altup_stream(
     assert states.shape == (model.num_layers, 1, width)
     for layer, hidden in enumerate(out.layer_outputs):
         assert hidden.shape[-1] == width and torch.allclose(states[layer, 0], hidden[0, -1], atol=1e-4)
+
+
+@pytest.mark.parametrize("family", ["qwen2_5_omni", "qwen3_omni_moe"])
+def test_numpys_copy_warning_from_the_processor_is_not_passed_on(load_tiny: Callable[..., Any], family: str,
+                                                                 prompts: list[Prompt]) -> None:
+    """The Qwen omni processors hand torch token counts to ``np.arange`` when a clip carries its
+    soundtrack (NumPy 2 warns once per clip: 10,000 lines on the default run): ``encode_batch`` drops
+    that warning and no other."""
+    from faithtests.models.prompting import NUMPY_COPY_WARNING, encode_batch
+
+    omni = load_tiny(family)
+
+    with warnings.catch_warnings(record=True) as raw:
+        warnings.simplefilter("always")
+        omni.processor(**_processor_kwargs(omni.processor, prompts[3:4], "left", None))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        encode_batch(omni.processor, omni.model.config, prompts[3:4], "left")  # a clip with its soundtrack
+        warnings.warn("another warning", DeprecationWarning, stacklevel=1)
+    assert [w for w in raw if re.search(NUMPY_COPY_WARNING, str(w.message))]  # the processor warns
+    assert not [w for w in seen if re.search(NUMPY_COPY_WARNING, str(w.message))]
+    assert [str(w.message) for w in seen] == ["another warning"]
