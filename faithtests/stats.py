@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -235,3 +236,26 @@ def cluster_bootstrap_ratio_ci(
         np.stack([num, den], axis=1), clusters, lambda t: t[:, 0] / t[:, 1],
         n_resamples=n_resamples, level=level, seed=seed,
     )
+
+
+@dataclass(frozen=True)
+class Boot:
+    """A suite's percentile cluster bootstrap: ``n_resamples`` draws from ``seed``, resampling the
+    clusters its callers name (e.g. the source image of each item)."""
+
+    n_resamples: int
+    seed: int
+
+    def ci(self, values: FloatArray, clusters: Sequence[str]) -> tuple[float, float] | None:
+        """CI of the mean of ``values``; None when there is nothing to resample."""
+        if not len(values):
+            return None
+        return cluster_bootstrap_ci(values, clusters, n_resamples=self.n_resamples, seed=self.seed)
+
+    def ratio_ci(self, num: FloatArray, den: FloatArray,
+                 clusters: Sequence[str]) -> tuple[float, float] | None:
+        """CI of sum(num) / sum(den) (a pooled rate, e.g. a micro-F1); None when empty or undefined."""
+        if not len(num) or den.sum() == 0:
+            return None
+        lo, hi = cluster_bootstrap_ratio_ci(num, den, clusters, n_resamples=self.n_resamples, seed=self.seed)
+        return (lo, hi) if np.isfinite(lo) and np.isfinite(hi) else None

@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 from faithtests import stats
-from faithtests.stats import bootstrap_ci, cluster_bootstrap_ci, cluster_bootstrap_sums_ci, resample_counts
+from faithtests.stats import (
+    Boot,
+    bootstrap_ci,
+    cluster_bootstrap_ci,
+    cluster_bootstrap_ratio_ci,
+    cluster_bootstrap_sums_ci,
+    resample_counts,
+)
 
 
 def _direct_draws(k: int, n_resamples: int, seed: int) -> np.ndarray:
@@ -79,3 +86,18 @@ def test_one_generic_resample_default() -> None:
     x = np.random.default_rng(2).random(20)
     ci = stats.paired_bootstrap_ci(x, np.zeros(20))
     assert ci == bootstrap_ci(x, n_resamples=stats.DEFAULT_RESAMPLES) != bootstrap_ci(x, n_resamples=3000)
+
+
+def test_boot_is_the_cluster_bootstrap_with_its_settings() -> None:
+    """``Boot`` (shared by the suites) draws exactly as the functions it wraps, and says None where
+    there is nothing to resample or the rate is undefined (0 / 0)."""
+    boot = Boot(400, 7)
+    values = np.array([1.0, 0.0, 1.0, 1.0, 0.0, 1.0])
+    clusters = ["a", "a", "b", "c", "c", "d"]
+    assert boot.ci(values, clusters) == cluster_bootstrap_ci(values, clusters, n_resamples=400, seed=7)
+    den = np.array([1.0, 2.0, 1.0, 1.0, 3.0, 1.0])
+    assert boot.ratio_ci(values, den, clusters) == cluster_bootstrap_ratio_ci(
+        values, den, clusters, n_resamples=400, seed=7)
+    assert boot.ci(np.array([]), []) is None
+    assert boot.ratio_ci(np.array([]), np.array([]), []) is None
+    assert boot.ratio_ci(values, np.zeros(6), clusters) is None

@@ -18,7 +18,7 @@ from faithtests.protocols.acbench.metrics import LssCurve, Shares, answer_catego
 from faithtests.protocols.acbench.records import CONFLICT_SUBSETS, AcRecord
 from faithtests.protocols.acbench.run import Answers
 from faithtests.protocols.acbench.steering import active_rows
-from faithtests.stats import cluster_bootstrap_ci, cluster_bootstrap_ratio_ci
+from faithtests.stats import Boot
 
 FloatArray = NDArray[np.float64]
 Groups = list[tuple[str | None, list[int]]]
@@ -37,28 +37,6 @@ class Row:
     ci: tuple[float, float] | None = None
     slice: str | None = None
     higher_is_better: bool = True
-
-
-@dataclass(frozen=True)
-class Boot:
-    """The percentile bootstrap over images: ``n_resamples`` draws from ``seed``."""
-
-    n_resamples: int
-    seed: int
-
-    def ci(self, values: FloatArray, clusters: Sequence[str]) -> tuple[float, float] | None:
-        """CI of the mean of ``values``; None when there is nothing to resample."""
-        if not len(values):
-            return None
-        return cluster_bootstrap_ci(values, clusters, n_resamples=self.n_resamples, seed=self.seed)
-
-    def ratio_ci(self, num: FloatArray, den: FloatArray,
-                 clusters: Sequence[str]) -> tuple[float, float] | None:
-        """CI of sum(num) / sum(den) (TBR, Eq. 4); None when empty or undefined."""
-        if not len(num):
-            return None
-        lo, hi = cluster_bootstrap_ratio_ci(num, den, clusters, n_resamples=self.n_resamples, seed=self.seed)
-        return (lo, hi) if np.isfinite(lo) and np.isfinite(hi) else None
 
 
 def where(subset: str | None, mode: str) -> str | None:

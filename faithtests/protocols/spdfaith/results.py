@@ -28,7 +28,7 @@ from faithtests.protocols.spdfaith.metrics import (
 from faithtests.protocols.spdfaith.records import DIFFICULTIES, EDIT_TYPES, DiffRecord
 from faithtests.protocols.spdfaith.run import Answers
 from faithtests.scorecard.model import ItemValues
-from faithtests.stats import cluster_bootstrap_ci, cluster_bootstrap_ratio_ci
+from faithtests.stats import Boot
 
 FloatArray = NDArray[np.float64]
 Groups = list[tuple[str | None, list[int]]]
@@ -48,28 +48,6 @@ class Row:
     slice: str | None = None
     higher_is_better: bool = True
     per_item: ItemValues | None = None
-
-
-@dataclass(frozen=True)
-class Boot:
-    """The percentile bootstrap over original images: ``n_resamples`` draws from ``seed``."""
-
-    n_resamples: int
-    seed: int
-
-    def ci(self, values: FloatArray, clusters: Sequence[str]) -> tuple[float, float] | None:
-        """CI of the mean of ``values``; None when there is nothing to resample."""
-        if not len(values):
-            return None
-        return cluster_bootstrap_ci(values, clusters, n_resamples=self.n_resamples, seed=self.seed)
-
-    def ratio_ci(self, num: FloatArray, den: FloatArray,
-                 clusters: Sequence[str]) -> tuple[float, float] | None:
-        """CI of sum(num) / sum(den) (a micro-F1); None when empty or undefined."""
-        if not len(num) or den.sum() == 0:
-            return None
-        lo, hi = cluster_bootstrap_ratio_ci(num, den, clusters, n_resamples=self.n_resamples, seed=self.seed)
-        return (lo, hi) if np.isfinite(lo) and np.isfinite(hi) else None
 
 
 def groups(recs: Sequence[DiffRecord], rows: Sequence[int]) -> Groups:
