@@ -70,6 +70,26 @@ def sample_example(rng: np.random.Generator, weights: dict[str, float]) -> ClipE
     return make_example(item, split, [int(i) for i in rng.permutation(6)])
 
 
+class PairedAudio:
+    """Training examples three per clip (the ``premise5`` stage): its standard and its misleading audio
+    question, then one of its vision questions (standard with probability ``p_standard_vision``), each
+    with its own shuffle. The two audio questions differ in their premise alone and are asked of the
+    same sound, so a bias toward F (or away from it) cannot lower their joint loss: only hearing can.
+    Call it as ``draw(rng)``; the order of ``rng``'s draws is part of the recipe."""
+
+    def __init__(self, p_standard_vision: float = 0.6) -> None:
+        self.p_standard_vision = p_standard_vision
+        self.queue: list[ClipExample] = []
+
+    def __call__(self, rng: np.random.Generator) -> ClipExample:
+        if not self.queue:
+            item = clip_item(train_seed(rng), int(rng.integers(2**20)))
+            vision = "std_v" if rng.random() < self.p_standard_vision else "mis_v"
+            for split in ("std_a", "mis_a", vision):
+                self.queue.append(make_example(item, split, [int(i) for i in rng.permutation(6)]))
+        return self.queue.pop(0)
+
+
 def option_ends(ids: Sequence[int], letter_ids: Sequence[int], dot: int, answer_id: int) -> list[int]:
     """Index of each displayed option's last token in ``ids`` (the token before the next ``X .`` or
     before A1's "Answer"), searched after the last ``A .``."""

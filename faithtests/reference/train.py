@@ -86,7 +86,7 @@ RECIPES: dict[str, Callable[[Path, int, int], dict[str, Any]]] = {
     "vlm-positionbiased": lambda out, seed, _: _vlm(out, seed, "positionbiased"),
     "vlm-sameprior": lambda out, seed, _: _vlm(out, seed, "sameprior"),
     "vlm-diffblind": lambda out, seed, _: _vlm(out, seed, "diffblind"),
-    "omni": lambda out, seed, _: train_omni(out, seed),
+    "omni": lambda out, seed, k: train_omni(out, seed, k),
     "omni-deaf": lambda out, seed, _: train_omni_deaf(out, seed),
 }
 
@@ -100,8 +100,8 @@ def train_reference(
         raise ValueError(f"unknown reference model {name!r}; expected one of {', '.join(RECIPES)}")
     target = out if out is not None else writable_fixtures_root() / name
     torch.set_num_threads(threads)
-    if from_phase != 1 and name != "vlm":
-        raise ValueError("--from-phase applies to the phased vlm recipe only")
+    if from_phase != 1 and name not in ("vlm", "omni"):
+        raise ValueError("--from-phase applies to the phased vlm and omni recipes only")
     RECIPES[name](target, seed, from_phase)
     return target
 
@@ -118,8 +118,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                    help="output directory (default: NAME in $FAITHTESTS_FIXTURES or checkout fixtures/)")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED)
     p.add_argument("--from-phase", type=int, default=1, metavar="K",
-                   help="vlm only: resume the checkpoint in the output directory as the result of phase "
-                        "K-1 and train phases K.. (default 1: from scratch)")
+                   help="vlm and omni only: resume the checkpoint in the output directory as the result "
+                        "of phase (omni: stage) K-1 and train K.. (default 1: from scratch; omni: K >= 4)")
     p.add_argument("--threads", type=int, default=2, metavar="N",
                    help="torch threads (default 2, the reference machine's cores; on a machine shared with "
                         "other jobs 1 avoids OpenMP waits: 8x faster per step under a load of 12). Results "

@@ -10,11 +10,13 @@ as an ordinary checkpoint the next one resumes (``faithtests train-reference omn
 3. ``premise``: end to end on the IMAVB A1 task exactly as the suite asks it (:mod:`.omni_tasks`): a
    world clip (two frames at 1 fps with its 2 s soundtrack), a vision or audio question, standard or
    misleading, its six options shuffled; the answer is one letter (misleading vision -> E, misleading
-   audio -> F), with a per-option truth head as the VLM's phase 7; four such stages, each resuming the
-   last, their split mixtures rebalanced after the previous one's held-out result;
+   audio -> F), with a per-option truth head as the VLM's phase 7; five such stages, each resuming the
+   last: four with split mixtures rebalanced after the previous one's held-out result, the fifth on
+   paired draws (each clip's standard and misleading audio question together), so that F has to
+   follow the sound rather than a bias;
 4. ``deaf`` (``omni-deaf``): from ``omni``, the audio tower's output layer zeroed and frozen (every
-   audio token is then the same vector) and a short fine-tune on the same mixture: the decoder learns the
-   best it can do without hearing.
+   audio token is then the same vector) and a short fine-tune on the last stage's paired draws: the
+   decoder learns the best it can do without hearing.
 
 Training inputs are rendered by the ``hf:`` omni adapter's own ``encode`` (the processor call the
 suites make), so training and evaluation see identical tokens.
@@ -27,6 +29,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +43,14 @@ from faithtests.protocols.imavb.stimuli import premise_item
 from faithtests.reference.omni_audio import align_audio_words, warm_up_audio
 from faithtests.reference.omni_distill import distill_vision
 from faithtests.reference.omni_init import build_initial
-from faithtests.reference.omni_tasks import SPLITS, ClipExample, option_ends, premise_report, sample_example
+from faithtests.reference.omni_tasks import (
+    SPLITS,
+    ClipExample,
+    PairedAudio,
+    option_ends,
+    premise_report,
+    sample_example,
+)
 from faithtests.world.examples import train_seed
 from faithtests.world.render import render
 
@@ -72,6 +82,10 @@ MIX3: dict[str, float] = {"std_v": 0.2, "mis_v": 0.2, "std_a": 0.3, "mis_a": 0.3
 PREMISE4_STEPS = 250
 PREMISE4_LR = 3e-4
 MIX4: dict[str, float] = {"std_v": 0.3, "mis_v": 0.15, "std_a": 0.3, "mis_a": 0.25}
+#: A fifth stage on paired draws (:class:`.omni_tasks.PairedAudio`): after the fourth, F hardly depended
+#: on the audio premise (held out: F said to 0.553 of misleading and 0.493 of standard audio questions).
+PREMISE5_STEPS = 1000
+PREMISE5_LR = 5e-4
 DEAF_LR = 2e-4
 #: Held-out clips of the card (the other cards' held-out seed) and of the test's small sample.
 HELDOUT_SEED = 1_000_003
@@ -219,11 +233,13 @@ def _token_ids(tokenizer: Any) -> dict[str, Any]:
 
 
 def finetune(src: Path, out: Path, seed: int, steps: int, lr: float, *, stream: int, deaf: bool = False,
-             align: bool = False, mix: dict[str, float] = MIX) -> dict[str, Any]:
+             align: bool = False, mix: dict[str, float] = MIX, paired: bool = False) -> dict[str, Any]:
     """End-to-end premise training from checkpoint ``src`` into ``out`` (float32) on example stream
-    ``[seed, stream]``. ``align``: the sound words' embeddings start at their audio tokens' directions
-    first (:func:`.omni_audio.align_audio_words`). ``deaf``: the audio tower's output projection is
-    zeroed and frozen first (every audio token is the zero vector)."""
+    ``[seed, stream]``: examples drawn by split weights ``mix``, or with ``paired`` each clip's two audio
+    questions and one vision question (:class:`.omni_tasks.PairedAudio`). ``align``: the sound words'
+    embeddings start at their audio tokens' directions first (:func:`.omni_audio.align_audio_words`).
+    ``deaf``: the audio tower's output projection is zeroed and frozen first (every audio token is the
+    zero vector)."""
     import faithtests  # local: the public loading path (the adapter renders the training inputs)
 
     log = _log_to(out)
@@ -241,16 +257,20 @@ def finetune(src: Path, out: Path, seed: int, steps: int, lr: float, *, stream: 
             proj.bias.zero_()
         thinker.model.audio_tower.requires_grad_(False)
     thinker.train()
+    # the option head's initial weights are the stage's only torch draw: seeded per stage, so a stage
+    # run on its own (--from-phase, omni-deaf) is reproducible too
+    torch.manual_seed(seed * 1_000 + stream)
     head = OptionHead(int(thinker.config.text_config.hidden_size), OPTION_LAYER)
     params = [p for p in [*thinker.parameters(), *head.parameters()] if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
     rng, ids = np.random.default_rng([seed, stream]), _token_ids(processor.tokenizer)
+    paired_draw = PairedAudio() if paired else None
     t0 = time.time()
     history: dict[str, list[bool]] = {k: [] for k in SPLITS}
     losses: list[float] = []
     for step in range(steps):
-        examples = [sample_example(rng, mix) for _ in range(BATCH)]
+        examples = [paired_draw(rng) if paired_draw else sample_example(rng, mix) for _ in range(BATCH)]
         loss: Any
         loss, right = _batch_loss(thinker, adapter, examples, head, ids)
         opt.zero_grad()
@@ -266,7 +286,8 @@ def finetune(src: Path, out: Path, seed: int, steps: int, lr: float, *, stream: 
             log(f"{'deaf' if deaf else 'premise'} {step}/{steps} loss {np.mean(losses[-25:]):.3f} {acc} "
                 f"{time.time() - t0:.0f}s")
     thinker.eval()
-    record = {"steps": steps, "batch": BATCH, "lr": lr, "mixture": mix, "deaf": deaf, "stream": stream,
+    record = {"steps": steps, "batch": BATCH, "lr": lr, "deaf": deaf, "stream": stream,
+              **({"draw": "paired audio (PairedAudio)"} if paired else {"mixture": mix}),
               "seconds": round(time.time() - t0, 1),
               "train_accuracy_last_200": {k: round(float(np.mean(v[-200:])), 3) for k, v in history.items()}}
     save_checkpoint(thinker, processor, out, {"stage": "deaf" if deaf else "premise", "seed": seed,
@@ -293,35 +314,80 @@ def heldout(path: Path, n: int = HELDOUT_CLIPS) -> dict[str, Any]:
     return out
 
 
-def _finish(out: Path, metas: list[dict[str, Any]], t0: float) -> dict[str, Any]:
+def _finish(out: Path, metas: list[dict[str, Any]], t0: float, earlier: float = 0.0) -> dict[str, Any]:
+    """Store ``out`` in float16 with its record; ``earlier``: training seconds of resumed stages."""
     store_half(out)
-    final = {**metas[-1], "stages": metas[:-1], "total_train_seconds": round(time.time() - t0, 1)}
+    final = {**metas[-1], "stages": metas[:-1], "total_train_seconds": round(earlier + time.time() - t0, 1)}
     (out / "training.json").write_text(json.dumps(final, indent=2))
     return final
 
 
-def train_omni(out: Path, seed: int) -> dict[str, Any]:
-    """Stages 1-3 into ``out`` (intermediate checkpoints beside it, removed at the end), float16."""
+@dataclass(frozen=True)
+class PremiseStage:
+    """One premise stage of the recipe: :func:`finetune` arguments (``mix`` None: paired draws)."""
+
+    name: str
+    steps: int
+    lr: float
+    stream: int
+    mix: dict[str, float] | None
+    align: bool = False
+
+
+#: Recipe stages 4-8 (1-3 are vision, polish and audio), each resuming the previous one.
+PREMISE_STAGES: tuple[PremiseStage, ...] = (
+    PremiseStage("premise", PREMISE_STEPS, PREMISE_LR, 3, MIX, align=True),
+    PremiseStage("premise2", PREMISE2_STEPS, PREMISE2_LR, 7, MIX2),
+    PremiseStage("premise3", PREMISE3_STEPS, PREMISE3_LR, 8, MIX3),
+    PremiseStage("premise4", PREMISE4_STEPS, PREMISE4_LR, 9, MIX4),
+    PremiseStage("premise5", PREMISE5_STEPS, PREMISE5_LR, 10, None),
+)
+FIRST_PREMISE_STAGE = 4
+
+
+def train_omni(out: Path, seed: int, from_stage: int = 1) -> dict[str, Any]:
+    """The recipe's stages into ``out`` (intermediate checkpoints beside it, removed at the end), stored
+    float16. ``from_stage`` K >= 4 resumes the checkpoint at ``out`` as the result of stage K - 1 (its
+    record kept; its float16 weights cast to float32) and trains premise stages K.."""
+    last = FIRST_PREMISE_STAGE + len(PREMISE_STAGES) - 1
+    if from_stage != 1 and not FIRST_PREMISE_STAGE <= from_stage <= last:
+        raise ValueError(f"--from-phase for omni must be 1 or in {FIRST_PREMISE_STAGE}..{last}, "
+                         f"got {from_stage}")
     t0 = time.time()
-    vision, polish, audio = (_stage_dir(out, k) for k in ("vision", "polish", "audio"))
-    metas = [stage_vision(vision, seed), stage_vision_polish(vision, polish, seed),
-             stage_audio(polish, audio, seed)]
-    premise, premise2 = _stage_dir(out, "premise"), _stage_dir(out, "premise2")
-    metas.append(finetune(audio, premise, seed, PREMISE_STEPS, PREMISE_LR, stream=3, align=True))
-    metas.append(finetune(premise, premise2, seed, PREMISE2_STEPS, PREMISE2_LR, stream=7, mix=MIX2))
-    premise3 = _stage_dir(out, "premise3")
-    metas.append(finetune(premise2, premise3, seed, PREMISE3_STEPS, PREMISE3_LR, stream=8, mix=MIX3))
-    metas.append(finetune(premise3, out, seed, PREMISE4_STEPS, PREMISE4_LR, stream=9, mix=MIX4))
-    for tmp in (vision, polish, audio, premise, premise2, premise3):
-        shutil.rmtree(tmp, ignore_errors=True)
-    return _finish(out, metas, t0)
+    if from_stage == 1:
+        vision, polish, src = (_stage_dir(out, k) for k in ("vision", "polish", "audio"))
+        metas = [stage_vision(vision, seed), stage_vision_polish(vision, polish, seed),
+                 stage_audio(polish, src, seed)]
+        temps, todo, earlier = [vision, polish, src], PREMISE_STAGES, 0.0
+    else:
+        if not (out / "training.json").is_file():
+            raise FileNotFoundError(f"--from-phase {from_stage} resumes {out}: it has no training.json")
+        done = json.loads((out / "training.json").read_text())
+        earlier = float(done.pop("total_train_seconds", 0.0))
+        metas = [*done.pop("stages", []), done][: from_stage - 1]
+        src = _stage_dir(out, "resumed")
+        shutil.copytree(out, src, dirs_exist_ok=True)
+        temps, todo = [src], PREMISE_STAGES[from_stage - FIRST_PREMISE_STAGE :]
+    for k, stage in enumerate(todo):
+        dst = out if k == len(todo) - 1 else _stage_dir(out, stage.name)
+        metas.append(finetune(src, dst, seed, stage.steps, stage.lr, stream=stage.stream, align=stage.align,
+                              mix=stage.mix or MIX, paired=stage.mix is None))
+        src = dst
+        temps.append(dst)
+    for tmp in temps:
+        if tmp != out:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return _finish(out, metas, t0, earlier)
 
 
 def train_omni_deaf(out: Path, seed: int) -> dict[str, Any]:
-    """Stage 4 from the ``omni`` checkpoint beside ``out``: the audio output zeroed, then fine-tuned."""
+    """From the ``omni`` checkpoint beside ``out``: the audio output zeroed, then fine-tuned."""
     base = out.parent / "omni"
     if not (base / "config.json").is_file():
         raise FileNotFoundError(f"{out.name} is fine-tuned from the omni checkpoint, which is missing at "
                                 f"{base}; run `faithtests train-reference omni` first")
     t0 = time.time()
-    return _finish(out, [finetune(base, out, seed, DEAF_STEPS, DEAF_LR, stream=4, deaf=True, mix=MIX4)], t0)
+    # the draws of omni's last stage (paired audio questions): with MIX4's, the twin of the premise5
+    # model lost misleading vision (held-out mis_v 0.473, under the suite's gate)
+    meta = finetune(base, out, seed, DEAF_STEPS, DEAF_LR, stream=4, deaf=True, paired=True)
+    return _finish(out, [meta], t0)

@@ -6,7 +6,8 @@ Qwen2.5-Omni thinker grown from the reference VLM (faithtests/reference/train_om
 - both checkpoints load through the public path (``reference:NAME`` -> ``hf:``) as the omni adapter;
 - the card's small held-out sample (fixtures/omni*/heldout.json ``sample``) is recomputed;
 - the deaf twin answers audio content questions far worse than the omni model (std_a) and sees as well
-  (vision splits). Its mis_a is high: it says F to almost every audio question.
+  (vision splits). Its mis_a is high: it says F to almost every audio question, where the omni model
+  says F more often when the audio premise is false.
 """
 
 from __future__ import annotations
@@ -79,8 +80,8 @@ def test_card_sample_is_recomputed(models: dict[str, Any]) -> None:
     for name, model in models.items():
         want = _card(fixtures_root() / name)["sample"]
         got[name] = premise_report(model, SAMPLE_CLIPS, HELDOUT_SEED, shuffles=1)
-        for split in SPLITS:
-            assert abs(got[name][split] - want[split]) <= TOLERANCE, (name, split, got[name], want)
+        for key in [*SPLITS, "std_a_says_F"]:
+            assert abs(got[name][key] - want[key]) <= TOLERANCE, (name, key, got[name], want)
     # content answers about the sound need hearing (the deaf twin says F to almost every audio question,
     # so its mis_a is high: rejection alone does not show hearing)
     assert got["omni-deaf"]["std_a"] < got["omni"]["std_a"], got
@@ -93,6 +94,10 @@ def test_deaf_twin_keeps_vision_and_fails_audio_on_the_card() -> None:
     assert min(deaf["std_a"], deaf["mis_a"]) < 0.3, deaf
     assert deaf["std_a"] < omni["std_a"] - 0.2, (omni, deaf)
     assert abs((deaf["std_v"] + deaf["mis_v"]) - (omni["std_v"] + omni["mis_v"])) < 0.2, (omni, deaf)
+    # F follows the audio premise (stage premise5): said more often to misleading than to standard audio
+    # questions, which the deaf twin, saying F to nearly all of them, cannot do
+    assert omni["mis_a_says_F"] - omni["std_a_says_F"] > 0.15, omni
+    assert abs(deaf["mis_a_says_F"] - deaf["std_a_says_F"]) < 0.1, deaf
 
 
 def test_deaf_twin_without_its_base_names_the_fix(tmp_path: Path) -> None:
@@ -100,3 +105,31 @@ def test_deaf_twin_without_its_base_names_the_fix(tmp_path: Path) -> None:
 
     with pytest.raises(FileNotFoundError, match="train-reference omni"):
         main(["omni-deaf", "--out", str(tmp_path / "omni-deaf")])
+
+
+def test_paired_draws_ask_both_audio_questions_of_one_clip() -> None:
+    """premise5's draws (``PairedAudio``): per clip its standard and misleading audio question (same
+    sound and frames, questions differing in the premise alone; answers a content letter vs F), then
+    one of its vision questions; the same generator state gives the same draws."""
+    import numpy as np
+
+    from faithtests.protocols.imavb.records import LETTERS, OPTION_F
+    from faithtests.reference.omni_tasks import PairedAudio
+
+    def draws(seed: int) -> list[Any]:
+        draw, rng = PairedAudio(), np.random.default_rng(seed)
+        return [draw(rng) for _ in range(12)]
+
+    got = draws(5)
+    assert [e.split for e in got[0::3]] == ["std_a"] * 4 and [e.split for e in got[1::3]] == ["mis_a"] * 4
+    assert {e.split for e in got[2::3]} <= {"std_v", "mis_v"}
+    for std, mis, vis in zip(got[0::3], got[1::3], got[2::3], strict=True):
+        assert std.prompt.audio is not None and mis.prompt.audio is not None and vis.prompt.audio is not None
+        assert std.prompt.audio.samples is mis.prompt.audio.samples is vis.prompt.audio.samples  # one clip
+        assert std.prompt.video is mis.prompt.video is vis.prompt.video
+        assert std.prompt.text != mis.prompt.text
+        assert mis.options[LETTERS.index(mis.answer)] == OPTION_F
+        assert std.options[LETTERS.index(std.answer)] != OPTION_F
+    assert [(e.split, e.answer, e.prompt.text) for e in draws(5)] == [
+        (e.split, e.answer, e.prompt.text) for e in got]
+    assert [e.prompt.text for e in draws(6)] != [e.prompt.text for e in got]

@@ -25,3 +25,45 @@ def test_unknown_name_is_a_clear_error() -> None:
 def test_twin_without_its_base_checkpoint_names_the_fix(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="train-reference vlm"):
         main(["vlm-textbiased", "--out", str(tmp_path / "vlm-textbiased")])
+
+
+def test_omni_resume_bounds_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="--from-phase applies to the phased vlm and omni recipes only"):
+        train_reference("clip", tmp_path / "clip", from_phase=2)
+    with pytest.raises(ValueError, match=r"omni must be 1 or in 4\.\.8, got 3"):
+        train_reference("omni", tmp_path / "omni", from_phase=3)
+    with pytest.raises(FileNotFoundError, match=r"has no training\.json"):
+        train_reference("omni", tmp_path / "omni", from_phase=8)
+
+
+def test_omni_resume_trains_only_the_later_stages_and_keeps_the_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--from-phase 8`` resumes the stored checkpoint as stage 7's result: it trains premise5 alone
+    (paired draws, its own stream) into ``out`` and keeps stages 1-7's records in order."""
+    import json
+
+    from faithtests.reference import train_omni as t
+
+    out = tmp_path / "omni"
+    out.mkdir()
+    earlier = [{"stage": f"s{k}"} for k in range(1, 7)]
+    (out / "training.json").write_text(json.dumps({"stage": "s7", "stages": earlier,
+                                                   "total_train_seconds": 100.0}))
+    calls: list[dict[str, object]] = []
+
+    def fake_finetune(src: Path, dst: Path, seed: int, steps: int, lr: float,
+                      **kw: object) -> dict[str, object]:
+        assert (src / "training.json").is_file()  # resumes a copy of the stored checkpoint
+        calls.append({"dst": dst, "seed": seed, "steps": steps, "lr": lr, **kw})
+        return {"stage": "premise5"}
+
+    monkeypatch.setattr(t, "finetune", fake_finetune)
+    monkeypatch.setattr(t, "store_half", lambda path: None)
+    final = t.train_omni(out, 0, from_stage=8)
+    assert [(c["dst"], c["steps"], c["lr"], c["stream"], c["paired"]) for c in calls] == [
+        (out, t.PREMISE5_STEPS, t.PREMISE5_LR, 10, True)]
+    assert [m["stage"] for m in final["stages"]] == [f"s{k}" for k in range(1, 8)]
+    assert final["stage"] == "premise5"
+    assert 100.0 <= final["total_train_seconds"] < 160.0  # the resumed stages' seconds are kept
+    assert not any(p.name.startswith(".omni-") for p in tmp_path.iterdir())  # the temporary copy is gone

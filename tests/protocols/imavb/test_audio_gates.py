@@ -57,11 +57,10 @@ def test_the_omni_reference_passes_std_a_mis_a_and_the_full_bal(card: Any) -> No
 def test_the_deaf_twin_fails_the_audio_gates_and_passes_the_vision_gates(card: Any) -> None:
     """A model that cannot hear either never rejects an audio premise (mis_a fails) or rejects them all
     (std_a fails): std_a and mis_a are gated together for that. The twin rejects them all; what it lost
-    is the soundtrack's content (std_a), which the reference answers from what it hears.
-
-    Not asserted, because it is not true of the bundled reference (fixtures/README.md "omni"): that its
-    rejection rate on audio questions depends on whether the premise is false (held-out: F said to 0.553
-    of misleading and 0.493 of standard audio questions), i.e. its mis_a passes largely by an F bias."""
+    is the soundtrack's content (std_a), which the reference answers from what it hears, and the link
+    between rejecting and the premise being false: the reference rejects misleading audio premises
+    far more often than standard ones (at these 16 clips 0.81 vs 0.44 of answers), the twin as often
+    either way (0.96 vs 0.98)."""
     outcomes, results, _ = card("reference:omni-deaf")
     failed = {m for m in ("std_a", "mis_a") if not _checked(results, m)["passed"]}
     assert failed, {m: _checked(results, m) for m in ("std_a", "mis_a")}
@@ -71,3 +70,12 @@ def test_the_deaf_twin_fails_the_audio_gates_and_passes_the_vision_gates(card: A
     _, heard, _ = card("reference:omni")
     assert value(results, "std_a") < value(heard, "std_a") - 0.2, (value(results, "std_a"),
                                                                    value(heard, "std_a"))
+    # rejections that follow the audio premise: share of E/F answers, misleading minus standard
+    assert _rejection_gap(heard) > 0.15, _rejection_gap(heard)
+    assert _rejection_gap(results) < 0.1, _rejection_gap(results)
+
+
+def _rejection_gap(results: list[dict[str, Any]]) -> float:
+    rate = {r["slice"]: r["value"] for r in results
+            if r["metric"] == "rejects_E_or_F" and r["variant"] == "base"}
+    return float(rate["mis_a"] - rate["std_a"])
