@@ -364,7 +364,10 @@ def train_omni(out: Path, seed: int, from_stage: int = 1) -> dict[str, Any]:
             raise FileNotFoundError(f"--from-phase {from_stage} resumes {out}: it has no training.json")
         done = json.loads((out / "training.json").read_text())
         earlier = float(done.pop("total_train_seconds", 0.0))
-        metas = [*done.pop("stages", []), done][: from_stage - 1]
+        metas = [*done.pop("stages", []), done]
+        if len(metas) != from_stage - 1:  # its weights are another stage's result than K - 1's
+            raise ValueError(f"--from-phase {from_stage} resumes {out} as stage {from_stage - 1}'s result, "
+                             f"but its training.json records {len(metas)} stages")
         src = _stage_dir(out, "resumed")
         shutil.copytree(out, src, dirs_exist_ok=True)
         temps, todo = [src], PREMISE_STAGES[from_stage - FIRST_PREMISE_STAGE :]

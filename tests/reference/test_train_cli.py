@@ -67,3 +67,6 @@ def test_omni_resume_trains_only_the_later_stages_and_keeps_the_record(
     assert final["stage"] == "premise5"
     assert 100.0 <= final["total_train_seconds"] < 160.0  # the resumed stages' seconds are kept
     assert not any(p.name.startswith(".omni-") for p in tmp_path.iterdir())  # the temporary copy is gone
+    # the result is stage 8's now: resuming it as stage 7's would train stage 8 twice
+    with pytest.raises(ValueError, match="records 8 stages"):
+        t.train_omni(out, 0, from_stage=8)
