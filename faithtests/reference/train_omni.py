@@ -265,12 +265,13 @@ def finetune(src: Path, out: Path, seed: int, steps: int, lr: float, *, stream: 
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
     rng, ids = np.random.default_rng([seed, stream]), _token_ids(processor.tokenizer)
-    paired_draw = PairedAudio() if paired else None
+    draw: Callable[[np.random.Generator], ClipExample] = (
+        PairedAudio() if paired else lambda r: sample_example(r, mix))
     t0 = time.time()
     history: dict[str, list[bool]] = {k: [] for k in SPLITS}
     losses: list[float] = []
     for step in range(steps):
-        examples = [paired_draw(rng) if paired_draw else sample_example(rng, mix) for _ in range(BATCH)]
+        examples = [draw(rng) for _ in range(BATCH)]
         loss: Any
         loss, right = _batch_loss(thinker, adapter, examples, head, ids)
         opt.zero_grad()
@@ -375,11 +376,11 @@ def train_omni(out: Path, seed: int, from_stage: int = 1) -> dict[str, Any]:
         dst = out if k == len(todo) - 1 else _stage_dir(out, stage.name)
         metas.append(finetune(src, dst, seed, stage.steps, stage.lr, stream=stage.stream, align=stage.align,
                               mix=stage.mix or MIX, paired=stage.mix is None))
+        if dst != out:
+            temps.append(dst)
         src = dst
-        temps.append(dst)
     for tmp in temps:
-        if tmp != out:
-            shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
     return _finish(out, metas, t0, earlier)
 
 

@@ -36,10 +36,14 @@ def env_cache() -> Path | None:
     return Path(where)
 
 
+def cache_args(folder: Path | None) -> tuple[str, ...]:
+    """``("--faith-cache", FOLDER)``, or nothing without a folder."""
+    return () if folder is None else ("--faith-cache", str(folder))
+
+
 def env_cache_args() -> tuple[str, ...]:
-    """``("--faith-cache", DIR)`` of :func:`env_cache`, or nothing when ``$FAITH_TEST_CACHE`` is unset."""
-    where = env_cache()
-    return () if where is None else ("--faith-cache", str(where))
+    """:func:`cache_args` of :func:`env_cache` (nothing when ``$FAITH_TEST_CACHE`` is unset)."""
+    return cache_args(env_cache())
 
 
 def run_suite(root: Path, suite: str, report: Path, vlm: str, *extra: str, timeout: int = 900) -> Card:
@@ -120,7 +124,7 @@ class SuiteCards:
 
     def cache_args(self) -> tuple[str, ...]:
         """``("--faith-cache", DIR)`` of the shared folder, or nothing without one."""
-        return () if self.cache is None else ("--faith-cache", str(self.cache))
+        return cache_args(self.cache)
 
     def __call__(self, vlm: str) -> Card:
         if vlm not in self._cards:

@@ -19,7 +19,7 @@ from faithtests.scorecard.comparison_text import format_comparison
 from faithtests.scorecard.html import render_html
 from faithtests.scorecard.model import ItemValues, MetricResult, TestRecord
 from faithtests.scorecard.scorecard import Scorecard, read_scorecard, write_scorecard
-from faithtests.testing.suite_run import env_cache
+from faithtests.testing.suite_run import cache_args, env_cache
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -170,7 +170,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, ...]:
     """One ``--faith-cache`` for this module's runs: the two colour-blind runs (one model, items and seed)
     compute its outputs once; ``$FAITH_TEST_CACHE`` (CI: its main job's outputs) also serves
     reference:clip's. A served row is the bytes the model computes: every scorecard is unchanged."""
-    return ("--faith-cache", str(env_cache() or tmp_path_factory.mktemp("outputs")))
+    return cache_args(env_cache() or tmp_path_factory.mktemp("outputs"))
 
 
 @pytest.fixture(scope="module")
