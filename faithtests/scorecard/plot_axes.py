@@ -8,6 +8,7 @@ clips a text; a cut text keeps its full wording in a ``<title>`` tooltip.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -81,21 +82,33 @@ def wrap(text: str, chars: int, lines: int) -> list[str]:
 
 
 def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
-    """About ``n`` round tick values covering [lo, hi] (steps of 1, 2, 2.5 or 5 times a power of 10)."""
+    """About ``n`` round tick values covering [lo, hi] (steps of 1, 2, 2.5 or 5 times a power of 10).
+
+    Ticks are ``k * step`` for whole ``k`` counted up front, never accumulated: a span of a few ulps (two
+    values one float step apart) or one near the float range's ends yields at most ``10 * n`` ticks, or
+    just its two ends when no round step fits between them; no loop depends on float addition advancing.
+    """
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
         raise ValueError(f"nice_ticks needs finite lo <= hi, got {lo!r}, {hi!r}")
     if hi == lo:
         return [lo]
-    raw = (hi - lo) / max(n, 1)
-    mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
-    first = math.ceil(lo / step - 1e-9) * step
+    n = max(n, 1)
+    raw = hi / n - lo / n  # (not (hi - lo) / n: that overflows for lo = -1e308, hi = 1e308)
+    mag = 10.0 ** math.floor(math.log10(raw)) if raw > 0 else 0.0
+    step = next((m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw), 0.0)
+    if not (math.isfinite(step) and step > 0):
+        return [lo, hi]
+    first, last = math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9)
+    if not (0 <= last - first <= 10 * n):
+        return [lo, hi]
+    # round to the step's own decimals (a fixed number of decimals would zero a step of 1e-17)
+    digits = min(max(2 - math.floor(math.log10(step)), 0), 300)
     ticks: list[float] = []
-    t = first
-    while t <= hi + step * 1e-9:
-        ticks.append(round(t, 12) + 0.0)  # + 0.0 turns -0.0 into 0.0
-        t += step
-    return ticks
+    for k in range(first, last + 1):
+        t = round(k * step, digits) + 0.0  # + 0.0 turns -0.0 into 0.0
+        if lo - step * 1e-9 <= t <= hi + step * 1e-9 and (not ticks or t > ticks[-1]):
+            ticks.append(t)
+    return ticks or [lo, hi]
 
 
 @dataclass
@@ -117,24 +130,38 @@ class Frame:
         return self.width - RIGHT
 
     def px(self, x: float) -> float:
-        return self.left + (x - self.x_lo) / (self.x_hi - self.x_lo) * (self.right - self.left)
+        return self.left + share(x, self.x_lo, self.x_hi) * (self.right - self.left)
 
     def py(self, y: float) -> float:
-        return self.bottom - (y - self.y_lo) / (self.y_hi - self.y_lo) * (self.bottom - self.top)
+        return self.bottom - share(y, self.y_lo, self.y_hi) * (self.bottom - self.top)
+
+
+def share(v: float, lo: float, hi: float) -> float:
+    """Where ``v`` sits in [lo, hi] as a fraction; halved operands so a range spanning the whole float
+    line does not overflow to inf (which would put NaN coordinates into the SVG)."""
+    return (v / 2 - lo / 2) / (hi / 2 - lo / 2)
 
 
 def y_range(values: Sequence[float], include_zero: bool) -> tuple[float, float] | None:
-    finite = [v for v in values if not math.isnan(v)]
+    """The padded value range of ``values`` (NaN ignored), finite even at the float range's ends, and
+    never narrower than a few ulps of its values (a constant series gets 10% either side)."""
+    finite = [v for v in values if math.isfinite(v)]
     if include_zero:
         finite.append(0.0)
     if not finite:
         return None
     lo, hi = min(finite), max(finite)
-    if lo == hi:
-        pad = abs(lo) * 0.1 or 1.0
-        return lo - pad, hi + pad
-    pad = (hi - lo) * 0.05
-    return (lo if include_zero and lo == 0 else lo - pad), (hi if include_zero and hi == 0 else hi + pad)
+    if hi - lo <= 4 * math.ulp(max(abs(lo), abs(hi))):  # constant, or equal up to float noise
+        mid = lo / 2 + hi / 2
+        pad = abs(mid) * 0.1 or 1.0
+        return _clip(mid - pad), _clip(mid + pad)
+    pad = (hi / 2 - lo / 2) * 0.1  # (hi - lo) * 0.05 without overflowing
+    low = lo if include_zero and lo == 0 else _clip(lo - pad)
+    return low, (hi if include_zero and hi == 0 else _clip(hi + pad))
+
+
+def _clip(v: float) -> float:
+    return max(-sys.float_info.max, min(sys.float_info.max, v))
 
 
 def axes(f: Frame, plot: Plot, x_ticks: list[tuple[float, str]], rotate: bool) -> list[str]:

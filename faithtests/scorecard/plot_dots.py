@@ -24,6 +24,7 @@ from faithtests.scorecard.plot_axes import (
     finite,
     fmt,
     nice_ticks,
+    share,
     text_width,
     wrap,
     y_range,
@@ -103,7 +104,7 @@ class _Axis:
     right: float
 
     def px(self, v: float) -> float:
-        return self.left + (v - self.lo) / (self.hi - self.lo) * (self.right - self.left)
+        return self.left + share(v, self.lo, self.hi) * (self.right - self.left)
 
 
 def _row(r: DotRow, y: float, ax: _Axis, label_chars: int, width: int) -> list[str]:
