@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from faithtests.testing.families import VLM_FAMILIES  # torch-free at import
 from faithtests.testing.suite_run import run_small_default
-from faithtests.testing.tiny import FAMILIES  # torch-free at import
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -83,17 +83,14 @@ def small_default_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
     """``tiny_dir(name)``: the directory of tiny model ``name`` (a VLM or omni family, or a dual encoder)."""
     from faithtests.testing.tiny import build_tiny
-    from faithtests.testing.tiny_duals import build_tiny_clip_hf, build_tiny_open_clip, build_tiny_siglip_hf
-    from faithtests.testing.tiny_omni import BUILDERS as OMNI
+    from faithtests.testing.tiny_duals import build_tiny_open_clip
 
-    duals: dict[str, Callable[..., Path]] = {
-        "open_clip": build_tiny_open_clip, "clip": build_tiny_clip_hf, "siglip": build_tiny_siglip_hf, **OMNI}
     built: dict[str, Path] = {}
 
     def get(name: str) -> Path:
         if name not in built:
             out = tmp_path_factory.mktemp(f"tiny_{name}")
-            built[name] = duals[name](out) if name in duals else build_tiny(name, out)
+            built[name] = build_tiny_open_clip(out) if name == "open_clip" else build_tiny(name, out)
         return built[name]
 
     return get
@@ -116,7 +113,7 @@ def load_tiny(tiny_dir: Callable[[str], Path]) -> Callable[..., Any]:
     return get
 
 
-@pytest.fixture(scope="session", params=FAMILIES)
+@pytest.fixture(scope="session", params=VLM_FAMILIES)
 def family(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 

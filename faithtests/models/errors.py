@@ -24,3 +24,23 @@ class CheckpointError(ValueError):
 class PluginContractError(TypeError):
     """A plug-in model (``py:`` or entry point) or a user's judge returned something its protocol does not
     allow (a list for a tensor, a wrong shape, None for text, a non-finite count); names the plug-in."""
+
+
+#: feature -> what it is (a :class:`NotApplicable` reason names it; :mod:`.capabilities` finds them)
+FEATURES: dict[str, str] = {
+    "chat_template": "a chat template (every prompt is laid out through it)",
+    "attention": "softmax attention weights over the prompt in every decoder layer (captures, modifiers, "
+                 "the step reading of contrastive decoding)",
+    "residual_hooks": "an ungated attention and FFN update per decoder layer (MLP scales, FFN modifiers)",
+    "patch_grid": "one square patch grid of image tokens per image",
+    "logits_processors": "a generate() that applies the caller's logits processors (contrastive decoding)",
+}
+
+
+class NotApplicable(Exception):
+    """A call needs ``feature``, which model ``spec`` lacks (``reason``, found once at load): the plugin
+    reports the test as not applicable with this message. Torch-free, so the plugin can catch it."""
+
+    def __init__(self, spec: str, feature: str, reason: str) -> None:
+        self.spec, self.feature, self.reason = spec, feature, reason
+        super().__init__(f"not applicable: {spec} lacks {FEATURES.get(feature, feature)}: {reason}")

@@ -30,7 +30,7 @@ from faithtests.models.attention_rows import AttentionRow, split_rows
 from faithtests.models.hooks import AttentionContext, attention_context, register_attention, residual_hooks
 from faithtests.models.interfaces import Hooks, Prompt
 from faithtests.models.prefix import ForwardRunner
-from faithtests.models.prompting import EncodedBatch
+from faithtests.models.prompting import EncodedBatch, placeholder_ids
 from faithtests.models.step_contrast import StepContrast, StepContrastLogits, StepReader, step_contrast
 from faithtests.progress import call_reported, call_share
 
@@ -56,8 +56,17 @@ class GenerationHost(Protocol):
 
 
 def contrast(main: torch.Tensor, aux: torch.Tensor, eta: float) -> torch.Tensor:
-    """Eq. 7 / 24: L_main + eta * ReLU(L_main - L_aux)."""
-    return main + eta * torch.relu(main - aux)
+    """Eq. 7 / 24: L_main + eta * ReLU(L_main - L_aux); a token suppressed in the main stream (-inf, e.g.
+    a media placeholder) stays suppressed (-inf - -inf would be NaN)."""
+    return torch.where(torch.isneginf(main), main, main + eta * torch.relu(main - aux))
+
+
+def decoding_options(host: GenerationHost) -> dict[str, Any]:
+    """``generate`` options every greedy decoding here shares: greedy, the tokenizer's pad, and no media
+    placeholder token ever generated (:func:`~.prompting.placeholder_ids`)."""
+    return {"do_sample": False, "num_beams": 1, "pad_token_id": host.processor.tokenizer.pad_token_id,
+            "temperature": None, "top_p": None, "top_k": None,
+            "suppress_tokens": placeholder_ids(host.model.config)}
 
 
 def contrast_aux(hooks: Hooks | None, n: int) -> tuple[Prompt, ...] | None:
@@ -164,9 +173,9 @@ def greedy_texts(
             ctx = AttentionContext(modifiers=dict(hooks.attention) if hooks else {}, spans=enc.spans)
             with attention_context(ctx), residual_hooks(host.layers, hooks):
                 out = host.model.generate(
-                    **host.runner.to_device(enc.inputs), max_new_tokens=max_new_tokens, do_sample=False,
-                    num_beams=1, pad_token_id=tok.pad_token_id, temperature=None, top_p=None, top_k=None,
-                    **extra, **streamer(len(texts), len(rows), max_new_tokens, len(prompts)),
+                    **host.runner.to_device(enc.inputs), max_new_tokens=max_new_tokens,
+                    **decoding_options(host), **extra,
+                    **streamer(len(texts), len(rows), max_new_tokens, len(prompts)),
                 )
             new = out[: len(rows), enc.inputs["input_ids"].shape[1] :]
             for r, seq in zip(rows, new, strict=True):
@@ -196,9 +205,8 @@ def stepped_texts(host: GenerationHost, prompts: Sequence[Prompt], max_new_token
             try:
                 with attention_context(reader.ctx), residual_hooks(host.layers, hooks):
                     out = host.model.generate(
-                        **host.runner.to_device(enc.inputs), max_new_tokens=max_new_tokens, do_sample=False,
-                        num_beams=1, pad_token_id=tok.pad_token_id, temperature=None, top_p=None,
-                        top_k=None, logits_processor=LogitsProcessorList([proc]),
+                        **host.runner.to_device(enc.inputs), max_new_tokens=max_new_tokens,
+                        **decoding_options(host), logits_processor=LogitsProcessorList([proc]),
                         **streamer(len(texts), len(rows), max_new_tokens, len(prompts)),
                     )
             finally:

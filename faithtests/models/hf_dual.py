@@ -72,8 +72,11 @@ class HFDualEncoder(CachedDualEncoder):
 
     def _encode_image_batch(self, images: list[Image.Image]) -> torch.Tensor:
         inputs = self.processor(images=[im.convert("RGB") for im in images], return_tensors="pt")
-        pixels = inputs["pixel_values"].to(device=self.device, dtype=self.dtype)
-        return _pooled(self.model.get_image_features(pixel_values=pixels))
+        # every tensor the image processor returns: NaFlex towers (SigLIP2) need their patch mask and
+        # spatial shapes beside the pixels; floating inputs take the model's dtype, the rest keep theirs
+        given = {k: (v.to(self.device, dtype=self.dtype) if v.is_floating_point() else v.to(self.device))
+                 for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+        return _pooled(self.model.get_image_features(**given))
 
     def _encode_text_batch(self, texts: list[str]) -> torch.Tensor:
         inputs = self.processor(text=texts, return_tensors="pt", **self._text_padding())

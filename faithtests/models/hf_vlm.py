@@ -30,9 +30,10 @@ import torch
 
 from faithtests.models.attention_rows import ATTENTION_CODEC, AttentionRow, assemble
 from faithtests.models.cache import checkpoint_sha256, content_sha256, text_key
+from faithtests.models.capabilities import require, require_call, stored_lacks
 from faithtests.models.checks import header_parameter_count
 from faithtests.models.generation import captured_rows, contrast_aux, greedy_texts
-from faithtests.models.hf_loading import LoadedVLM, describe_vlm, load_vlm
+from faithtests.models.hf_loading import DESCRIPTION_KEYS, LoadedVLM, describe_vlm, load_vlm
 from faithtests.models.hooks import refuse_contrast
 from faithtests.models.interfaces import Attentions, Decision, Hooks, Prompt
 from faithtests.models.lens import LensUnsupported
@@ -85,7 +86,8 @@ class HFVisionLanguageModel:
     ) -> None:
         self._setup(spec, path, device, dtype, batch_size=batch_size, local_files_only=local_files_only,
                     prefix_cache=prefix_cache, answer_prefix=answer_prefix, device_map=device_map)
-        self._finish(describe_vlm(self._load().model))
+        heavy = self._load()
+        self._finish(describe_vlm(heavy.model, heavy.processor))
 
     @classmethod
     def from_store(cls, spec: str, path: str, *, store: OutputStore, device: torch.device,
@@ -99,7 +101,7 @@ class HFVisionLanguageModel:
         self._setup(spec, path, device, dtype, **options)
         sized = header_parameter_count(self._files) is not None
         meta = store.description(self._namespace()) if sized else None
-        if meta is None or "lens" not in meta:  # (a description from before lens support was stored)
+        if meta is None or not meta.keys() >= DESCRIPTION_KEYS:  # (stored before a key was described)
             return None
         self._finish(meta)
         return self
@@ -132,7 +134,7 @@ class HFVisionLanguageModel:
         """Load the processor and the weights (once); a deferred adapter checks they are what it was told."""
         if self._heavy is None:
             heavy = load_vlm(self._path, self.dtype, self.device, self._local_only, self._device_map)
-            check_described(self.spec, describe_vlm(heavy.model), self._meta)
+            check_described(self.spec, describe_vlm(heavy.model, heavy.processor), self._meta)
             self._heavy, self.device = heavy, heavy.device
         return self._heavy
 
@@ -142,6 +144,11 @@ class HFVisionLanguageModel:
         :func:`~faithtests.models.hf_loading.describe_vlm`."""
         assert self._meta is not None, "constructed through __init__ or from_store"
         return self._meta
+
+    def lacks(self, feature: str) -> str:
+        """Why this model lacks ``feature`` (:mod:`.capabilities`), "" when it has it: read off the model
+        once at load and stored with its description."""
+        return stored_lacks(self.meta).get(feature, "")
 
     @property
     def config(self) -> Any:
@@ -198,6 +205,7 @@ class HFVisionLanguageModel:
                 compute: Callable[[list[int]], list[Any]], codec: Any = ARRAY_CODEC) -> list[Any]:
         """``compute(indices)`` for the rows the store does not hold; all ``n`` rows when there is no
         store (then no key is computed: hashing images costs time)."""
+        require_call(self, kind, hooks)  # what the call needs and the model lacks: not applicable, once
         compute = counted_call(compute, call_name(kind), self.spec)  # a progress stage per computation
         if self.store is None:
             return compute(list(range(n)))
@@ -208,6 +216,7 @@ class HFVisionLanguageModel:
 
     # ------------------------------------------------------------------------------------ batching
     def encode(self, prompts: Sequence[Prompt], padding_side: str = "right") -> EncodedBatch:
+        require(self, "chat_template")  # found at load: one clear outcome, not an error per prompt
         return encode_batch(self.processor, self.config, prompts, padding_side)
 
     def _run(

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from faithtests.models.capabilities import mixer
 from faithtests.models.interfaces import AttentionModifier, FfnModifier, Hooks, TokenSpans
 
 ATTENTION_NAME = "faithtests_hookable"
@@ -176,31 +177,32 @@ def residual_ffn_module(layer: nn.Module) -> nn.Module:
     """The module whose output is the FFN's contribution to the residual stream.
 
     Families with a post-FFN norm (Gemma 2/3) add ``post_feedforward_layernorm(mlp(x))``; scaling ``mlp``
-    there would be undone by the RMSNorm, so the norm's output is the one scaled.
+    there would be undone by the RMSNorm, so the norm's output is the one scaled. The FFN itself is
+    ``mlp`` (most families) or ``feed_forward`` (Llama 4).
     """
-    post = getattr(layer, "post_feedforward_layernorm", None)
-    if isinstance(post, nn.Module):
-        return post
-    mlp = getattr(layer, "mlp", None)
-    if isinstance(mlp, nn.Module):
-        return mlp
+    for name in ("post_feedforward_layernorm", "mlp", "feed_forward"):
+        module = getattr(layer, name, None)
+        if isinstance(module, nn.Module):
+            return module
     raise AttributeError(f"decoder layer {type(layer).__name__} has no `mlp` submodule to scale")
 
 
 def residual_attention_module(layer: nn.Module) -> nn.Module:
-    """The module whose output is the attention sub-layer's update of the residual stream.
+    """The module whose output is the mixing sub-layer's update of the residual stream.
 
     Families with post-sub-layer norms (Gemma 2/3, OLMo 2: recognised by ``post_feedforward_layernorm``,
     as in :func:`residual_ffn_module`) add ``post_attention_layernorm(self_attn(x))``; elsewhere (Llama,
-    Qwen) ``post_attention_layernorm`` is the FFN's *pre*-norm and ``self_attn``'s output is the update.
+    Qwen) ``post_attention_layernorm`` is the FFN's *pre*-norm and the mixer's output is the update. The
+    mixer is found by the layer's kind (:func:`~.capabilities.mixer`: self-attention, linear attention,
+    convolution...), so a hybrid model's every layer has one.
     """
     post = getattr(layer, "post_attention_layernorm", None)
     sandwich = isinstance(getattr(layer, "post_feedforward_layernorm", None), nn.Module)
     if sandwich and isinstance(post, nn.Module):
         return post
-    attn = getattr(layer, "self_attn", None)
-    if isinstance(attn, nn.Module):
-        return attn
+    found = mixer(layer)
+    if found is not None:
+        return found[1]
     raise AttributeError(f"decoder layer {type(layer).__name__} has no `self_attn` submodule")
 
 

@@ -24,9 +24,10 @@ class LensUnsupported(TypeError):
 
 
 def final_norm(model: Any) -> nn.Module:
-    """The decoder's final norm (``norm``, ``final_layernorm`` or ``ln_f``)."""
+    """The decoder's final norm (``norm``, ``final_layernorm`` or ``ln_f``; LFM2 names the norm it applies
+    after its last layer ``embedding_norm``)."""
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
-    for name in ("norm", "final_layernorm", "ln_f"):
+    for name in ("norm", "final_layernorm", "ln_f", "embedding_norm"):
         mod = getattr(decoder, name, None)
         if isinstance(mod, nn.Module):
             return mod

@@ -11,9 +11,12 @@ Shared prefix (docs/architecture.md, "Caching and batching"): rows whose images 
 2. its KV cache is forked and repeated across the rows (the stored prefix is never mutated, so it
    could serve several suffix batches);
 3. the suffixes (right-padded remainders) run batched on top of it, with no attention mask (pads sit
-   right of every real token) and no image inputs.
+   right of every real token) and no image inputs: only the sequence inputs a cache-continuing call
+   takes (:mod:`.sequence_inputs`: the tokens, and Mllama's cross-attention mask).
 The prefix is cut before the first wanted position and must contain every image token; otherwise the
-rows fall back to the full path. Families that keep positional state across calls (Qwen2-VL's
+rows fall back to the full path. So do all rows of a model whose cache cannot be forked exactly
+(:data:`FORKABLE_LAYERS`: Qwen3.5's linear-attention layers update their state in place), found at its
+first prefix call. Families that keep positional state across calls (Qwen2-VL's
 ``rope_deltas``) continue correctly because the prefix call sets that state for the suffix call.
 MLP scales and FFN modifiers (per-position by contract) apply to both calls; attention modifiers see
 per-row spans over the whole prompt, so they take the full path.
@@ -38,9 +41,7 @@ from faithtests.models.hooks import (
 )
 from faithtests.models.interfaces import Hooks
 from faithtests.models.prompting import EncodedBatch
-
-#: Tensors aligned with ``input_ids`` along (batch, sequence); everything else is image data.
-SEQ_KEYS = ("input_ids", "attention_mask", "token_type_ids", "mm_token_type_ids")
+from faithtests.models.sequence_inputs import prefix_inputs, suffix_inputs
 
 #: ``reduce(logits [B, M, V], valid [B, M], targets [B, M]) -> Tensor [B, ...]`` on the model's device;
 #: ``targets`` holds the token that follows each wanted position (-1 past the row's end).
@@ -55,12 +56,31 @@ def common_prefix_length(ids: torch.Tensor, lengths: Sequence[int]) -> int:
     return int(diff[0, 0]) if diff.numel() else limit
 
 
+#: Cache layer classes whose fork is exact: key/value layers that replace (never write into) their
+#: tensors on update, so a shallow copy of the layer shares nothing a later update changes. Anything else
+#: (linear-attention layers keep conv/recurrent states they update in place; static or quantised layers)
+#: is not forked: those rows take the full forward (:meth:`ForwardRunner.shared`).
+FORKABLE_LAYERS = frozenset({"DynamicLayer", "DynamicSlidingWindowLayer"})
+
+
+def forkable(cache: Any) -> str:
+    """"" when :func:`fork_cache` can copy ``cache`` exactly, else why not (its layer classes)."""
+    layers = getattr(cache, "layers", None)
+    if not isinstance(layers, list):
+        return f"{type(cache).__name__} has no list of layers"
+    odd = sorted({type(layer).__name__ for layer in layers} - FORKABLE_LAYERS)
+    return f"cache layers {', '.join(odd)} cannot be forked exactly" if odd else ""
+
+
 def fork_cache(cache: Any, repeats: int) -> Any:
     """A batch-``repeats`` copy of a prefix cache that leaves the original untouched.
 
-    Cache layers replace (never write into) their key/value tensors on update, so shallow copies of the
-    layer objects suffice; ``batch_repeat_interleave`` then materialises the repeated rows.
+    Cache layers of :data:`FORKABLE_LAYERS` replace (never write into) their key/value tensors on update,
+    so shallow copies of the layer objects suffice; ``batch_repeat_interleave`` then materialises the
+    repeated rows. Any other cache is refused (:func:`forkable`).
     """
+    if why := forkable(cache):
+        raise ValueError(f"fork_cache: {why}")
     forked = copy.copy(cache)
     forked.layers = [copy.copy(layer) for layer in cache.layers]
     forked.batch_repeat_interleave(repeats)
@@ -94,6 +114,9 @@ class ForwardRunner:
         self.layers = layers
         self.device = device
         self.dtype = dtype
+        #: why this model's prefix cache cannot be shared ("" until a prefix call found out): then every
+        #: later batch takes the full forward at once (no prefix call thrown away per batch)
+        self.unshared = ""
         self.prefix_calls = 0  # counters a test/benchmark can read
         self.suffix_calls = 0
         self.full_calls = 0
@@ -162,8 +185,8 @@ class ForwardRunner:
 
         ``single`` is the first row encoded alone (its image tensors feed the prefix call).
         """
-        if hooks is not None and hooks.attention:
-            return None  # modifiers see per-row spans over the whole prompt: full path only
+        if (hooks is not None and hooks.attention) or self.unshared:
+            return None  # modifiers see per-row spans over the whole prompt; a cache we cannot fork
         ids = enc.inputs["input_ids"]
         needed = min(min(p) for p in positions)
         if state_rows is not None:
@@ -172,19 +195,22 @@ class ForwardRunner:
         image_at = (ids[:, cut:] == image_token).any()
         if cut < 1 or bool(image_at):
             return None
-        prefix = {k: (v[:, :cut] if k in SEQ_KEYS else v) for k, v in single.inputs.items()}
+        prefix = prefix_inputs(single.inputs, cut)
         store: list[torch.Tensor | None] = [None] * len(self.layers)
         with self._hooks(hooks, None, None, store):
             out = self.model(**self.to_device(prefix), use_cache=True, logits_to_keep=1)
         self.prefix_calls += 1
+        if why := forkable(out.past_key_values):  # e.g. linear-attention state (Qwen3.5): full path
+            self.unshared = why
+            return None
         cache = fork_cache(out.past_key_values, ids.shape[0])
         width = max(enc.lengths)
-        suffix = ids[:, cut:width]
+        suffix = suffix_inputs(enc.inputs, cut, width)  # input_ids and any cross-attention mask
         idx, valid = _positions_tensor([[p - cut for p in row] for row in positions])
         rows = torch.tensor([r - cut for r in state_rows]) if state_rows is not None else None
         with self._hooks(hooks, None, rows, store):
             out = self.model(
-                input_ids=suffix.to(self.device),
+                **self.to_device(suffix),
                 past_key_values=cache,
                 use_cache=True,
                 logits_to_keep=idx.to(self.device),

@@ -139,6 +139,13 @@ def media_token_ids(config: Any) -> tuple[int | None, int | None]:
     return found[0], found[1]
 
 
+def placeholder_ids(config: Any) -> list[int]:
+    """Every media placeholder token id of the config (image, video, audio): generation must never
+    emit one (a generated placeholder makes the next forward see more media tokens than features)."""
+    ids = [image_token_id(config), *(t for t in media_token_ids(config) if t is not None)]
+    return sorted(set(ids))
+
+
 def image_token_id(config: Any) -> int:
     for name in ("image_token_id", "image_token_index"):
         value = getattr(config, name, None)
@@ -227,20 +234,24 @@ class EncodedBatch:
 def render_with_answer(processor: Any, prompt: Prompt, answer: str) -> tuple[str, int, int]:
     """The prompt followed by ``answer`` as the assistant turn, and the answer's character span.
 
-    The template's answer turn must begin with exactly the generation-prompt rendering, so the answer's
-    tokens are conditioned on what generation would see; otherwise this is an error."""
+    The answer is conditioned on exactly what generation sees: the generation prompt. Where the template
+    writes its assistant turn's header otherwise than its generation prompt (LLaVA-OneVision's released
+    template: ``assistant \n`` against ``assistant\n``), the answer and what follows it are put after the
+    generation prompt instead of the turn's own header."""
     if not answer.strip():
         raise PromptRenderError("empty answer/caption")
     head = render(processor, prompt)
     full = chat_text(processor, prompt, answer)
-    if not isinstance(full, str) or not full.startswith(head):
-        raise PromptRenderError(
-            "the chat template renders the assistant turn differently from its generation prompt; "
-            "cannot score an answer conditioned on the generation prompt"
-        )
-    start = full.find(answer, len(head))
+    if not isinstance(full, str):
+        raise PromptRenderError(f"chat template returned {type(full).__name__}, expected str")
+    # characters the two renderings share (the prompt): the answer is looked for after them
+    pairs = enumerate(zip(head, full, strict=False))
+    shared = next((i for i, (a, b) in pairs if a != b), min(len(head), len(full)))
+    start = full.find(answer, shared)
     if start < 0:
         raise PromptRenderError(f"the chat template altered the answer text {answer!r}")
+    if not full.startswith(head):
+        full, start = head + full[start:], len(head)
     return full, start, start + len(answer)
 
 

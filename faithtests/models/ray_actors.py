@@ -66,6 +66,8 @@ class ModelHost:
                 "score_kind": getattr(m, "score_kind", "cosine"),
                 "answer_prefix": getattr(m, "answer_prefix", ""),
                 "accepts_audio": bool(getattr(m, "accepts_audio", False)),  # an omni model hears
+                # what it lacks, found at its load (faithtests.models.capabilities)
+                "lacks": dict(getattr(m, "meta", {}).get("lacks") or {}),
                 "kind": "vlm" if isinstance(m, HFVisionLanguageModel) else "scorer"}
 
 

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from faithtests.models.capabilities import require_call
 from faithtests.models.interfaces import Attentions, Decision, Hooks, Prompt, TokenSpans
 
 if TYPE_CHECKING:
@@ -227,6 +228,11 @@ class PooledVLM(_Pooled):
         self.answer_prefix: str = str(meta.get("answer_prefix", ""))
         #: Whether prompts may carry audio and video (the workers' omni adapter), as in process.
         self.accepts_audio = bool(meta.get("accepts_audio", False))
+        self._lacks = {str(k): str(v) for k, v in dict(meta.get("lacks") or {}).items() if v}
+
+    def lacks(self, feature: str) -> str:
+        """What the workers' adapter lacks (found at its load), as in process."""
+        return self._lacks.get(feature, "")
 
     def as_scorer(self) -> PooledScorer:
         """The VLM through its caption log-likelihood, on the same workers (no second copy)."""
@@ -258,6 +264,7 @@ class PooledVLM(_Pooled):
               hooks: Hooks | None, combine: Callable[[list[Any]], Any], local_args: tuple[Any, ...],
               **kwargs: Any) -> Any:
         """One protocol call: in-process when the hooks cannot be shipped, else split over the pool."""
+        require_call(self, method, hooks)  # as in process: what the model lacks, before any row runs
         reason = self._local_reason(hooks)
         if reason is not None:
             return getattr(self.local(reason), method)(*local_args, hooks=hooks, **kwargs)

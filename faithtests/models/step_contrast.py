@@ -42,6 +42,7 @@ from faithtests.models.interfaces import AttentionModifier, Contrast, Hooks, Pro
 from faithtests.models.lens import final_norm, unembedding
 from faithtests.models.prompt_keys import prompt_keys
 from faithtests.models.prompting import option_token_ids
+from faithtests.models.sequence_inputs import extended
 from faithtests.progress import call_share, model_call
 
 if TYPE_CHECKING:
@@ -134,9 +135,20 @@ class StepReader:
         missing = [i for i in range(layers) if i not in self.ctx.captured]
         if missing or self.images.states is None:
             raise RuntimeError(f"step reading: no attention captured for layers {missing} or no image states")
-        att = torch.stack([self.ctx.captured[i][row] for i in range(layers)])
+        keys = int(self.enc.inputs["input_ids"].shape[1]) + step  # every position so far
+        att = torch.stack([left_padded(self.ctx.captured[i][row], keys) for i in range(layers)])
         return StepReading(step, logits.float().cpu(), att, self.images.positions[row],
                            self.images.states[row], self.weight, candidates)
+
+
+def left_padded(weights: torch.Tensor, keys: int) -> torch.Tensor:
+    """One layer's attention row [heads, k] over all ``keys`` positions: a sliding-window layer decoding
+    past its window holds only the latest ``k`` keys (its cache keeps the window's end), so they are the
+    last ``k`` positions and every earlier one gets weight 0, which it has."""
+    missing = keys - weights.shape[-1]
+    if missing < 0:
+        raise RuntimeError(f"attention over {weights.shape[-1]} keys at a step that has {keys} positions")
+    return torch.nn.functional.pad(weights, (missing, 0)) if missing else weights
 
 
 def aux_logits(host: GenerationHost, prompts: Sequence[Prompt], tails: Sequence[torch.Tensor],
@@ -144,14 +156,10 @@ def aux_logits(host: GenerationHost, prompts: Sequence[Prompt], tails: Sequence[
     """Next-token logits [n, V] of each prompt continued with its ``tails[i]`` token ids: one full
     forward (left-padded), attention modifiers ``modifiers``, the caller's residual hooks as they are."""
     enc = host.encode(prompts, padding_side="left")
-    inputs = dict(enc.inputs)
     width = max((len(t) for t in tails), default=0)
-    if width:
-        ids = inputs["input_ids"]
-        tail = torch.stack([t.to(ids.dtype).cpu() for t in tails])  # rows continue equally long
-        inputs["input_ids"] = torch.cat([ids, tail], dim=1)
-        mask = inputs["attention_mask"]
-        inputs["attention_mask"] = torch.cat([mask, torch.ones_like(tail, dtype=mask.dtype)], dim=1)
+    tail = (torch.stack([t.to(torch.long).cpu() for t in tails]) if width  # rows continue equally long
+            else torch.zeros((len(prompts), 0), dtype=torch.long))
+    inputs = extended(enc.inputs, tail)  # every sequence-aligned input, as generation extends it
     ctx = AttentionContext(modifiers=modifiers, spans=enc.spans)
     with attention_context(ctx):
         out = host.model(**host.runner.to_device(inputs), logits_to_keep=1, use_cache=False)

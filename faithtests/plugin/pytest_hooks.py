@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from faithtests.config import RUN_CONFIG
+from faithtests.models.errors import NotApplicable
 from faithtests.plugin.controller import (
     INSUFFICIENT_PROPERTY,
     MESSAGE_CHARS,
@@ -296,6 +297,7 @@ def pytest_runtest_makereport(
     config = item.config
     if FAITH_OPTIONS not in config.stash:
         return report
+    _not_applicable(item, call, report)
     props: list[tuple[str, object]] = []
     short = _insufficient(item, call, report)
     if short is not None:
@@ -309,6 +311,22 @@ def pytest_runtest_makereport(
         report.user_properties = [*report.user_properties, *props]
     _one_line_check_failure(config, call, report)
     return report
+
+
+def _not_applicable(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
+    """A test (or its fixture) that asked a model for what the model lacks (found once at load, e.g. no
+    attention weights in linear-attention layers, no chat template) is not applicable with the reason:
+    reported as skipped with the message, not as a crash (faithtests.models.capabilities)."""
+    if not wants_record(item):  # a library test asserts NotApplicable itself, it never skips on it
+        return
+    exc = call.excinfo.value if call.excinfo is not None and report.failed else None
+    while exc is not None and not isinstance(exc, NotApplicable):
+        exc = exc.__cause__ or exc.__context__  # raised inside a fixture or re-raised by a protocol
+    if exc is None:
+        return
+    report.outcome = "skipped"  # _message reads a skip's reason from this longrepr
+    report.longrepr = (str(item.path), (item.location[1] or 0) + 1, f"Skipped: {exc}")
+    report.sections = [s for s in report.sections if not s[0].startswith("Captured ")]
 
 
 def _one_line_check_failure(config: pytest.Config, call: pytest.CallInfo[None],

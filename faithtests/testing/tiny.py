@@ -9,10 +9,11 @@ loads it back through exactly the path a user's checkpoint takes (``load_model("
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+from faithtests.testing.families import builder
 
 #: Words every tiny vocabulary holds: option letters, digits, punctuation and the words the tests use.
 BASE_WORDS: tuple[str, ...] = (
@@ -27,9 +28,6 @@ BASE_WORDS: tuple[str, ...] = (
     "choices", "directly", "with", "to", "it", "happy", "sad", "scene", "same", "different", "pictures",
     "USER", "ASSISTANT", "User", "Assistant", "system", "user", "assistant", "model", "You", "helpful",
 )
-
-FAMILIES: tuple[str, ...] = ("llava", "qwen2_vl", "idefics3", "gemma3", "internvl")
-
 
 def tiny_tokenizer(
     special_tokens: Sequence[str],
@@ -48,7 +46,7 @@ def tiny_tokenizer(
     token strings; they become ``extra_special_tokens`` so ``tokenizer.boi_token_id`` etc. resolve.
     ``wrap`` adds BOS/EOS around every encoded text (text encoders that pool at EOS, e.g. CLIP).
     """
-    # lazy: tests' conftest imports this module for FAMILIES, torch-free
+    # lazy: torch-free at import (the builders import what they need when called)
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors  # lazy
     from transformers import PreTrainedTokenizerFast
 
@@ -382,21 +380,9 @@ BUILDERS: dict[str, Callable[..., Path]] = {
     "gemma3": build_tiny_gemma3,
     "internvl": build_tiny_internvl,
 }
-#: Families built in other modules of this package, which import this one (so they are found by name,
-#: not imported here): family -> module whose ``BUILDERS`` builds it.
-MORE_FAMILIES: dict[str, str] = {"qwen2_5_omni": "faithtests.testing.tiny_omni",
-                                 "qwen3_omni_moe": "faithtests.testing.tiny_omni",
-                                 "gemma3n": "faithtests.testing.tiny_omni"}
 
 
 def build_tiny(family: str, out_dir: str | Path, **kwargs: Any) -> Path:
-    """Build the tiny model of ``family`` (one of :data:`FAMILIES`) into ``out_dir``."""
-    if family in MORE_FAMILIES:
-        builders: dict[str, Callable[..., Path]] = importlib.import_module(MORE_FAMILIES[family]).BUILDERS
-        return builders[family](out_dir, **kwargs)
-    try:
-        builder = BUILDERS[family]
-    except KeyError:
-        known = sorted([*BUILDERS, *MORE_FAMILIES])
-        raise ValueError(f"unknown tiny family {family!r}; known: {known}") from None
-    return builder(out_dir, **kwargs)
+    """Build the tiny model of ``family`` (a ``model_type`` of :data:`~.families.FAMILIES`) into
+    ``out_dir``."""
+    return builder(family)(out_dir, **kwargs)

@@ -56,7 +56,7 @@ def reference_forward(vlm: HFVisionLanguageModel, prompt: Prompt) -> Any:
 
 def test_protocol_and_fingerprint(vlm: HFVisionLanguageModel, family: str) -> None:
     assert isinstance(vlm, VisionLanguageModel)
-    assert vlm.num_layers == 2
+    assert vlm.num_layers == vlm.config.get_text_config().num_hidden_layers
     fp = vlm.fingerprint()
     assert fp["family"] == family and fp["dtype"] == "float32" and fp["device"] == "cpu"
     assert len(fp["checkpoint_sha256"]["model.safetensors"]) == 64
@@ -81,7 +81,9 @@ def test_option_letters_must_be_single_tokens(vlm: HFVisionLanguageModel, prompt
 def test_states_are_decoder_layer_outputs(vlm: HFVisionLanguageModel, prompts: list[Prompt]) -> None:
     states = vlm.states(prompts)
     assert states.shape == (vlm.num_layers, 4, vlm.config.get_text_config().hidden_size)
-    norm = vlm.model.get_decoder().norm
+    from faithtests.models.lens import final_norm
+
+    norm = final_norm(vlm.model)
     for row, prompt in enumerate(prompts):
         _, out = reference_forward(vlm, prompt)
         hs = out.hidden_states  # (embeddings, layer 1, ..., final layer after the final norm)
@@ -100,15 +102,22 @@ def test_decide_combines_logits_and_states(vlm: HFVisionLanguageModel, prompts: 
 def test_prefix_cache_equals_full_forward(
     vlm: HFVisionLanguageModel, prompts: list[Prompt], family: str, load_tiny: Callable[..., Any]
 ) -> None:
+    """Rows 0, 1, 3 share one prefix forward; its logits and states equal the full forward's within
+    float32 noise (issue 43: Mllama's once moved by 1.2e-3, its cross-attention mask not passed on). A
+    cache that cannot be forked exactly (linear-attention or convolution state) is never shared."""
     full_model = load_tiny(family, prefix_cache=False)
     before = vlm.cache_stats()
     cached = vlm.decide(prompts, ["A", "B"])
     after = vlm.cache_stats()
-    assert after["prefix_calls"] == before["prefix_calls"] + 1  # rows 0, 1, 3 share one prefix
+    if vlm.runner.unshared:  # found at the first prefix call: every row took the full forward
+        assert "cannot be forked exactly" in vlm.runner.unshared
+        assert after["suffix_calls"] == before["suffix_calls"] and after["full_calls"] > before["full_calls"]
+    else:
+        assert after["prefix_calls"] == before["prefix_calls"] + 1  # rows 0, 1, 3 share one prefix
     full = full_model.decide(prompts, ["A", "B"])
     assert full_model.cache_stats()["prefix_calls"] == 0
-    assert (cached.logits - full.logits).abs().max() < 1e-4
-    assert (cached.states - full.states).abs().max() < 1e-4
+    assert (cached.logits - full.logits).abs().max() < 1e-6
+    assert (cached.states - full.states).abs().max() < 1e-5
 
 
 def test_batch_equals_single(vlm: HFVisionLanguageModel, prompts: list[Prompt]) -> None:
@@ -131,7 +140,8 @@ def test_token_spans(vlm: HFVisionLanguageModel, prompts: list[Prompt]) -> None:
     assert tok.decode(ids[3, a:b]) == "this is a happy scene"
     assert enc.spans.description[0] == (0, 0)
     other = enc.spans.other_mask(3, ids.shape[1])
-    assert not any(other[a:b]) and not any(other[slice(*enc.spans.image[3])])
+    image = [p for a, b in enc.spans.image_runs[3] for p in range(a, b)]
+    assert not any(other[a:b]) and not any(other[p] for p in image)
 
 
 def test_two_image_prompts(
@@ -142,19 +152,35 @@ def test_two_image_prompts(
     texts = ["Are the two pictures the same? A or B", "Are the two pictures different? A or B", "A or B ?"]
     prompts = [Prompt(pair, t) for t in texts] + [Prompt((images[4], images[3]), texts[0])]
     enc = vlm.encode(prompts)
-    single = vlm.encode([Prompt(pair[:1], texts[0])])
-    per_image = sum(b - a for a, b in single.spans.image_runs[0])
-    for runs in enc.spans.image_runs:
-        # two runs, or one when the template's separator between images is not a token (the tiny LLaVA
-        # tokenizer drops the newline after <image>)
-        assert 1 <= len(runs) <= 2 and sum(b - a for a, b in runs) == 2 * per_image
+    ids = enc.inputs["input_ids"]
+    for row, runs in enumerate(enc.spans.image_runs):
+        # one run per image, or one in all when the template's separator between images is not a token
+        # (the tiny LLaVA tokenizer drops the newline after <image>); tiled images (LLaVA-NeXT) may split
+        # an image's tokens into several runs. Every image token is in a run, whatever the tiling.
+        assert len(runs) >= 1 and sum(b - a for a, b in runs) == int((ids[row] == vlm.image_token).sum())
     got = vlm.decide(prompts, ["A", "B"])
     want = load_tiny(family, prefix_cache=False).decide(prompts, ["A", "B"])
     assert (got.logits - want.logits).abs().max() < 1e-4 and (got.states - want.states).abs().max() < 1e-4
-    assert (got.logits[0] - got.logits[3]).abs().max() > 1e-4  # image order matters
+    assert (got.logits[0] - got.logits[3]).abs().max() > 1e-6  # image order matters
+
+
+def lacking(vlm: HFVisionLanguageModel, features: str, call: Callable[[], Any]) -> bool:
+    """True when the model lacks one of ``features`` (space-separated, in the order calls check them;
+    found at its load): then ``call`` must be refused as not applicable naming the first one and its
+    reason, before any prompt runs (and the caller checks nothing else)."""
+    from faithtests.models.errors import NotApplicable
+
+    missing = [f for f in features.split() if vlm.lacks(f)]
+    if missing:
+        with pytest.raises(NotApplicable, match="not applicable") as info:
+            call()
+        assert info.value.feature == missing[0] and info.value.reason == vlm.lacks(missing[0])
+    return bool(missing)
 
 
 def test_attentions_rows_sum_to_one(vlm: HFVisionLanguageModel, prompts: list[Prompt]) -> None:
+    if lacking(vlm, "attention", lambda: vlm.attentions(prompts)):
+        return
     att = vlm.attentions(prompts)
     heads = vlm.config.get_text_config().num_attention_heads
     assert len(att.weights) == vlm.num_layers
@@ -164,8 +190,9 @@ def test_attentions_rows_sum_to_one(vlm: HFVisionLanguageModel, prompts: list[Pr
         assert torch.allclose(w.sum(-1), torch.ones(4, heads), atol=1e-5)
         for row, n in enumerate(att.spans.length):
             assert float(w[row, :, n:].abs().sum()) == 0.0  # nothing beyond the real tokens
-            a, b = att.spans.image[row]
-            assert float(w[row, :, a:b].sum()) > 0.0
+    for row in range(4):  # the image is read (by some layer: a sliding-window layer may not reach it)
+        a, b = att.spans.image[row]
+        assert sum(float(w[row, :, a:b].sum()) for w in att.weights) > 0.0
 
 
 def zero_image_attention(layer: int, weights: torch.Tensor, spans: TokenSpans) -> torch.Tensor:
@@ -173,12 +200,15 @@ def zero_image_attention(layer: int, weights: torch.Tensor, spans: TokenSpans) -
     out = weights.clone()
     for row, (a, b) in enumerate(spans.image):
         out[row, :, :, a:b] = 0.0
-    return out / out.sum(-1, keepdim=True)
+    # (a query whose window holds only image tokens, in a sliding-window layer, keeps no mass at all)
+    return out / out.sum(-1, keepdim=True).clamp_min(1e-30)
 
 
 def test_attention_hooks(vlm: HFVisionLanguageModel, prompts: list[Prompt]) -> None:
     base = vlm.option_logits(prompts, ["A", "B"])
     identity = Hooks(attention={i: (lambda layer, w, spans: w) for i in range(vlm.num_layers)})
+    if lacking(vlm, "attention", lambda: vlm.option_logits(prompts, ["A", "B"], identity)):
+        return
     assert (vlm.option_logits(prompts, ["A", "B"], identity) - base).abs().max() < 1e-5
     blind = Hooks(attention={i: zero_image_attention for i in range(vlm.num_layers)})
     moved = vlm.option_logits(prompts, ["A", "B"], blind)
@@ -192,6 +222,8 @@ def test_attention_hooks(vlm: HFVisionLanguageModel, prompts: list[Prompt]) -> N
 
 def test_mlp_scale_and_logit_adjuster(vlm: HFVisionLanguageModel, prompts: list[Prompt]) -> None:
     base = vlm.decide(prompts, ["A", "B"])
+    if lacking(vlm, "residual_hooks", lambda: vlm.decide(prompts, ["A", "B"], Hooks(mlp_scale={0: 0.5}))):
+        return
     same = vlm.decide(prompts, ["A", "B"], Hooks(mlp_scale={i: 1.0 for i in range(vlm.num_layers)}))
     assert torch.equal(same.logits, base.logits) and torch.equal(same.states, base.states)
     scaled = vlm.decide(prompts, ["A", "B"], Hooks(mlp_scale={0: 0.5}))
@@ -214,16 +246,22 @@ def test_generate_is_greedy_and_deterministic(vlm: HFVisionLanguageModel, prompt
     assert vlm.generate(prompts, max_new_tokens=4) == first
     # Row 2 alone (no left padding) produces the same greedy text as inside the batch.
     assert vlm.generate(prompts[2:3], max_new_tokens=4) == first[2:3]
-    # Greedy: the first generated token is the argmax of the next-token logits.
-    first_token = int(vlm.next_token_logits(prompts[2:3])[0].argmax())
+    # Greedy: the first generated token is the argmax of the next-token logits, media placeholders
+    # excluded (generation never emits one: the next forward would see more image tokens than features)
+    from faithtests.models.prompting import placeholder_ids
+
+    logits = vlm.next_token_logits(prompts[2:3])[0]
+    logits[[i for i in placeholder_ids(vlm.config) if i < len(logits)]] = -torch.inf
     tok = vlm.processor.tokenizer
-    if first_token not in tok.all_special_ids:
-        assert first[2].split()[0] == tok.decode([first_token]).strip()
+    shown = tok.decode([int(logits.argmax())], skip_special_tokens=True).strip()
+    assert first[2].startswith(shown)
 
 
 def test_generate_with_identity_hook_is_unchanged(vlm: HFVisionLanguageModel, prompts: list[Prompt]) -> None:
     identity = Hooks(attention={i: (lambda layer, w, spans: w) for i in range(vlm.num_layers)},
                      mlp_scale={0: 1.0})
+    if lacking(vlm, "attention", lambda: vlm.generate(prompts, max_new_tokens=3, hooks=identity)):
+        return
     assert vlm.generate(prompts, max_new_tokens=3, hooks=identity) == vlm.generate(prompts, max_new_tokens=3)
 
 
@@ -281,3 +319,54 @@ def test_metrics_are_batch_invariant(family: str, load_tiny: Callable[..., Any],
     d1, d16 = one.decide(prompts, ["A", "B"]), sixteen.decide(prompts, ["A", "B"])
     assert (d1.logits - d16.logits).abs().max() < 1e-5 and (d1.states - d16.states).abs().max() < 1e-5
     assert torch.equal(d1.logits.argmax(-1), d16.logits.argmax(-1))
+
+
+def test_stepped_contrast_reads_every_step(vlm: HFVisionLanguageModel, prompts: list[Prompt]) -> None:
+    """SAGE's stage 3 path (issue 43: it crashed on every M-RoPE family, on a generated image
+    placeholder and on sliding-window layers): each step's reading holds every layer's attention over
+    all positions so far and the image states, and the auxiliary stream (images greyed) runs on the
+    tokens generated so far, with every sequence-aligned input extended."""
+    from PIL import Image
+
+    from faithtests.models.step_contrast import StepContrast, StepReading
+
+    seen: list[StepReading] = []
+
+    def grey(base: Prompt, reading: StepReading) -> Prompt:
+        seen.append(reading)
+        images = tuple(Image.new("RGB", im.size, (128, 128, 128)) for im in base.images)
+        return Prompt(images, base.text, description=base.description)
+
+    hooks = Hooks(contrast=StepContrast(tuple(prompts[:2]), 0.5, "test-grey", step=grey))
+    if lacking(vlm, "attention logits_processors",
+               lambda: vlm.generate(prompts[:2], max_new_tokens=3, hooks=hooks)):
+        return
+    texts = vlm.generate(prompts[:2], max_new_tokens=3, hooks=hooks)
+    assert len(texts) == 2 and seen
+    width = vlm.encode(prompts[:2], padding_side="left").inputs["input_ids"].shape[1]
+    for r in seen:
+        assert r.attention.shape[0] == vlm.num_layers and r.attention.shape[-1] == width + r.step
+        assert torch.isfinite(r.attention).all() and len(r.image_positions) == r.image_states.shape[0] > 0
+
+
+def test_a_family_without_chat_template_is_not_applicable(load_tiny: Callable[..., Any],
+                                                         images: list[Any]) -> None:
+    """PaliGemma is released without a chat template: the load says so once (``lacks``) and every call
+    is refused as not applicable before any prompt is rendered, never an error per prompt."""
+    from faithtests.models.errors import NotApplicable
+    from faithtests.testing.families import FAMILIES
+
+    for family in (f.model_type for f in FAMILIES if not f.chat_template):
+        vlm = load_tiny(family)
+        assert "has no chat template" in vlm.lacks("chat_template")
+        prompt = Prompt((images[0],), question("a red circle", "a blue square"))
+        calls: list[Callable[[], Any]] = [
+            lambda m=vlm, p=prompt: m.option_logits([p], ["A", "B"]),
+            lambda m=vlm, p=prompt: m.generate([p]),
+            lambda m=vlm: m.caption_logprob([images[0]], ["a red circle"]),
+            lambda m=vlm, p=prompt: m.attentions([p]),
+            lambda m=vlm, p=prompt: m.encode([p]),
+        ]
+        for call in calls:
+            with pytest.raises(NotApplicable, match=r"not applicable: .* lacks a chat template"):
+                call()

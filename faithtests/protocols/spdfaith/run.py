@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 
 from faithtests.data.invalid import NONFINITE, Counted
 from faithtests.data.load_errors import ImageLoadError
+from faithtests.models.capabilities import require
 from faithtests.models.interfaces import Contrast, Hooks, Prompt, VisionLanguageModel
 from faithtests.protocols.spdfaith.judge import Judge, Judgement
 from faithtests.protocols.spdfaith.prompts import (
@@ -175,6 +176,9 @@ def plan(vlm: VisionLanguageModel, variant: str, cfg: SageConfig | None = None) 
     if variant == "base":
         return _Plan(None, None)
     if variant in ("sage", "sage-oracle"):
+        # stage 1 rescales every layer's attention, stage 2 edits FFN updates, stage 3 masks patch-grid
+        # cells: a model lacking one (found at its load) makes the variant not applicable, once
+        require(vlm, "attention", "residual_hooks", "patch_grid")
         c = cfg or SageConfig()
         return _Plan(sage_hooks(vlm.num_layers, c), c, oracle=variant == "sage-oracle")
     raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
