@@ -33,7 +33,7 @@ from faithtests.models.interfaces import Attentions, Decision, Hooks, Prompt
 from faithtests.models.omni_loading import THINKERS
 from faithtests.models.prefix import ForwardRunner, Reduce, common_prefix_length
 from faithtests.models.prompt_keys import check_prompts, prompt_keys
-from faithtests.models.prompting import EncodedBatch, PromptRenderError, placeholder_ids
+from faithtests.models.prompting import EncodedBatch, PromptRenderError, image_token_id, media_token_ids
 from faithtests.models.store import TEXT_CODEC
 
 #: ``model_type`` values this adapter serves: the thinkers as transformers names their configs, the
@@ -175,7 +175,7 @@ class HFOmniModel(HFVisionLanguageModel):
         heavy = super()._load()
         if fresh:
             config = heavy.model.config
-            media = placeholder_ids(config)
+            media = [image_token_id(config), *(t for t in media_token_ids(config) if t is not None)]
             active = getattr(config.get_text_config(), "altup_active_idx", None)
             if active is not None:
                 heavy.layers = nn.ModuleList(ActiveStream(layer, int(active)) for layer in heavy.layers)

@@ -139,11 +139,22 @@ def media_token_ids(config: Any) -> tuple[int | None, int | None]:
     return found[0], found[1]
 
 
+#: Words that mark a config's media token ids (``image_token_id``, ``vision_start_token_id``,
+#: ``audio_end_token_id``, ``boi_token_index``...): placeholders and the markers around them.
+MEDIA_WORDS = ("image", "video", "audio", "vision", "boi", "eoi", "boa", "eoa")
+
+
 def placeholder_ids(config: Any) -> list[int]:
-    """Every media placeholder token id of the config (image, video, audio): generation must never
-    emit one (a generated placeholder makes the next forward see more media tokens than features)."""
-    ids = [image_token_id(config), *(t for t in media_token_ids(config) if t is not None)]
-    return sorted(set(ids))
+    """Every media token id the config declares: placeholders (image, video, audio) and the markers
+    around them (vision/audio start and end). Generation must never emit one: a generated placeholder
+    makes the next forward see more media tokens than features, and a generated marker sends an M-RoPE
+    family's position index looking for media that is not there (Qwen2.5-Omni)."""
+    ids = {image_token_id(config), *(t for t in media_token_ids(config) if t is not None)}
+    for name, value in vars(config).items():
+        named = name.endswith(("token_id", "token_index")) and any(word in name for word in MEDIA_WORDS)
+        if named and isinstance(value, int) and not isinstance(value, bool):
+            ids.add(value)
+    return sorted(ids)
 
 
 def image_token_id(config: Any) -> int:

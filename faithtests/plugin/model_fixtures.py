@@ -34,6 +34,7 @@ import pytest
 
 from faithtests.config import setting
 from faithtests.models.checks import check_spec
+from faithtests.models.errors import FEATURES
 from faithtests.models.interfaces import ImageTextScorer, VisionLanguageModel
 from faithtests.models.locations import fixtures_root
 from faithtests.models.ray_pool import PooledVLM
@@ -354,6 +355,9 @@ def thread_info(config: pytest.Config) -> dict[str, Any]:
 def _register(config: pytest.Config, m: ModelSpec, model: Any) -> None:
     """Fingerprint of a loaded model, with the thread choice, under its label and in its role."""
     info = {**model.fingerprint(), "label": m.label, "option": m.option, **thread_info(config)}
+    lacks = {f: why for f in FEATURES if callable(getattr(model, "lacks", None)) and (why := model.lacks(f))}
+    if lacks:  # found once at its load: the scorecard says so once per model (its tests say n/a)
+        info["lacks"] = lacks
     register_model_info(config, m.label, info, role=m.role)
     config.stash.setdefault(_REGISTERED, {})[m.label] = model
 

@@ -1,0 +1,106 @@
+"""The family conformance matrix (issue 43): ``pytest suites/`` on every family's tiny checkpoint.
+
+Each family of :data:`faithtests.testing.families.FAMILIES` is built offline with the suites' vocabulary
+(so a prompt's words are tokens, not ``<unk>``), and all of them run every suite in two ``pytest
+suites/`` runs (one per xdist group, so ``-n 2`` runs the halves side by side and each worker builds only
+its half), each model under its ``model_type`` as its label, at ``--faith-limit 2``. Random weights FAIL
+or are INSUFFICIENT; what must never happen is a test that ends in an exception instead of a verdict
+or a *not applicable* with its reason. The rows measured are compared with the table in
+``docs/models.md`` (:mod:`faithtests.testing.family_table`), which is therefore generated from this run:
+``FAITH_WRITE_FAMILY_TABLE=1 pytest tests/models/test_family_matrix.py`` rewrites it.
+
+The adapter checks against plain transformers (every method, prefix sharing against the full forward,
+the stepped contrast, attention capture or its refusal) are ``test_vlm_families.py`` and
+``test_ffn_contrast_hooks.py``, parametrised over the same families; the omni families' own checks are
+``test_omni_families.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from faithtests.testing.families import FAMILIES, Family
+from faithtests.testing.family_table import SUITES, WRITE_ENV, family_rows, measure, page_rows, write_rows
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "models.md"
+LIMIT = 2
+#: the families whose own model runs, split in two halves of about equal cost (omni models are dearest)
+RUNNABLE = [f for f in FAMILIES if not f.broken]
+GROUPS = (RUNNABLE[0::2], RUNNABLE[1::2])
+
+
+def _build(families: list[Family], root: Path) -> dict[str, Path]:
+    from faithtests.reference.tokenizer import world_vocab
+    from faithtests.testing.families import builder
+
+    words = list(world_vocab(lowercase=False))
+    return {f.model_type: builder(f.model_type)(root / f.model_type, words=words) for f in families}
+
+
+def _run(built: dict[str, Path], report: Path) -> dict[str, Any]:
+    models: list[str] = []
+    for family in (f for f in FAMILIES if f.model_type in built):
+        option = "--faith-model" if family.kind == "dual" else "--faith-vlm"
+        models += [option, f"{family.model_type}=hf:{built[family.model_type]}"]
+    cmd = [sys.executable, "-m", "pytest", "suites/", "-p", "no:cacheprovider", "-q", *models,
+           "--faith-limit", str(LIMIT), "--faith-allow-insufficient", "--faith-report", str(report)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    if proc.returncode not in (0, 1):  # 1: random weights fail checks; anything else is a broken run
+        raise AssertionError(f"exit {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-3000:]}")
+    card: dict[str, Any] = json.loads((report / "scorecard.json").read_text())
+    return card
+
+
+@pytest.mark.parametrize("group", [pytest.param(i, marks=pytest.mark.xdist_group(f"family_matrix_{i}"))
+                                   for i in range(len(GROUPS))])
+def test_every_suite_runs_on_every_family(group: int, tmp_path: Path) -> None:
+    families = GROUPS[group]
+    card = _run(_build(families, tmp_path / "models"), tmp_path / "report")
+    measured = measure(card, [f.model_type for f in families])
+    crashes = [c for m in measured.values() for c in m.crashes]
+    assert not crashes, "tests ended in an exception instead of a verdict:\n" + "\n".join(crashes)
+    for family in families:
+        got = measured[family.model_type]
+        expected = ("invariance", "flip_sensitivity") if family.kind == "dual" else SUITES
+        for suite in expected:  # every suite reached: a verdict, or not applicable with its reason
+            assert got.verdicts.get(suite) or got.not_applicable.get(suite), (family.model_type, suite)
+        assert all(why for reasons in got.not_applicable.values() for why in reasons), family.model_type
+    rows = family_rows(measured)
+    if os.environ.get(WRITE_ENV):
+        write_rows(PAGE, rows)
+    on_page = page_rows(PAGE)
+    stale = {t: (on_page.get(t), r) for t, r in rows.items() if on_page.get(t) != r}
+    assert not stale, (f"docs/models.md's family table differs from what the matrix measured (rewrite it "
+                       f"with {WRITE_ENV}=1):\n" + "\n".join(f"page: {a}\nrun:  {b}" for a, b in stale.values()))
+
+
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f.broken], ids=lambda f: f.model_type)
+def test_a_broken_family_still_fails_in_transformers(family: Family, tmp_path: Path) -> None:
+    """A family listed as not run fails in transformers itself (a plain forward of its tiny build):
+    when a transformers release fixes it, this test fails, and the family joins the matrix."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    from faithtests.testing.families import builder
+
+    path = builder(family.model_type)(tmp_path / family.model_type)
+    model = AutoModelForImageTextToText.from_pretrained(path, local_files_only=True)
+    ids = torch.tensor([[1, 2, 3]])
+    with pytest.raises(AttributeError, match="image_outputs"), torch.inference_mode():
+        model(input_ids=ids, attention_mask=torch.ones_like(ids))
+    if os.environ.get(WRITE_ENV):
+        write_rows(PAGE, family_rows({family.model_type: None}))
+    assert family.broken in page_rows(PAGE)[family.model_type]
+
+
+def test_the_table_lists_every_family() -> None:
+    assert list(page_rows(PAGE)) == [f.model_type for f in FAMILIES]
