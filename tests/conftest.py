@@ -72,6 +72,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(name=group))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_thread_per_worker() -> None:
+    """Under ``-n N`` each worker runs torch, BLAS and OpenMP on one thread: the thread policy the plugin
+    applies to a suite run's models (faithtests.models.threads: auto, every model here is far below its
+    size limit), for the models the library tests load themselves. Two workers at torch's default of one
+    thread per core oversubscribed the two cores: test_vlm_families' batch-invariance and MLP-scale tests
+    took 67.9 s, 14.2 s with one thread each (-n 2, nothing else running). A serial run keeps torch's
+    default. (Suite runs in subprocesses apply the policy themselves; the variables it sets are marked as
+    its own, never read as a user's setting.)"""
+    from faithtests.models.threads import ThreadChoice, apply_threads, xdist_workers
+
+    workers = xdist_workers(os.environ)
+    if workers > 1:
+        apply_threads(ThreadChoice(1, "library tests under xdist"), workers)
+
+
 @pytest.fixture(scope="session")
 def small_default_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The report folder of ``pytest suites/ --faith-limit 6 --faith-allow-insufficient`` on the bundled
@@ -113,8 +129,11 @@ def load_tiny(tiny_dir: Callable[[str], Path]) -> Callable[..., Any]:
     return get
 
 
-@pytest.fixture(scope="session", params=VLM_FAMILIES)
+@pytest.fixture(scope="session", params=[pytest.param(f, marks=pytest.mark.xdist_group(f"family_{f}"))
+                                         for f in VLM_FAMILIES])
 def family(request: pytest.FixtureRequest) -> str:
+    """Each VLM family of faithtests.testing.families (one xdist group per family: under ``-n 2`` one
+    worker builds and loads it, instead of both)."""
     return str(request.param)
 
 

@@ -1,22 +1,17 @@
 """Hugging Face generative VLMs (``AutoModelForImageTextToText`` + ``AutoProcessor``) behind
-:class:`~faithtests.models.interfaces.VisionLanguageModel`.
-
-Conventions (documented choices):
-- Prompts go through the processor's own chat template as one user turn (see :mod:`.prompting`), with
-  the generation prompt, so the last prompt position is the answer position.
-- ``option_logits``: next-token logits at that position for each option letter's token (tokenized as
-  ``answer_prefix + letter``; each must be exactly one token, else :class:`OptionTokenError`).
-- ``states``: the output of every decoder layer at that position, [L, N, D]. The embedding output is
-  *not* included and the last entry is the last layer's raw output *before* the final norm: exactly the
-  per-layer residual stream S3E (Eq. 2) and the IMAVB probes read.
+:class:`~faithtests.models.interfaces.VisionLanguageModel`. Conventions (documented choices):
+- Prompts go through the processor's own chat template as one user turn with the generation prompt
+  (:mod:`.prompting`): the last prompt position is the answer position.
+- ``option_logits``: next-token logits there for each option letter's token (``answer_prefix + letter``;
+  each must be exactly one token, else :class:`OptionTokenError`).
+- ``states``: every decoder layer's output at that position, [L, N, D], without the embedding output;
+  the last entry is the last layer's raw output *before* the final norm (the residual stream).
 - Batches are right-padded; rows with identical images share one prefix forward (:mod:`.prefix`) unless
-  ``prefix_cache=False`` or an attention modifier is active. ``decide`` returns logits and states from one
-  pass.
+  ``prefix_cache=False`` or an attention modifier is active.
 - Hooks: attention modifiers and captures through the registered attention function (:mod:`.hooks`),
   MLP scales and FFN modifiers through forward hooks, the logit adjuster on the option logits only; a
-  contrast (SPD-Faith Eq. 7) in ``generate`` only, every other method refuses it (ValueError).
-- ``generate`` is greedy, left-padded (as generation requires), and returns the decoded new tokens
-  (:mod:`.generation`, contrastive decoding included).
+  contrast in ``generate`` only (others refuse it), greedy and left-padded (:mod:`.generation`).
+- What the model lacks (:mod:`.capabilities`) is found at load; a call that needs it is not applicable.
 """
 
 from __future__ import annotations
@@ -146,8 +141,7 @@ class HFVisionLanguageModel:
         return self._meta
 
     def lacks(self, feature: str) -> str:
-        """Why this model lacks ``feature`` (:mod:`.capabilities`), "" when it has it: read off the model
-        once at load and stored with its description."""
+        """Why the model lacks ``feature`` ("" if it has it): found at load, stored with its description."""
         return stored_lacks(self.meta).get(feature, "")
 
     @property
@@ -451,8 +445,6 @@ class HFVisionLanguageModel:
         return torch.stack(self._stored(f"lens{tuple(options)}", None, len(rows), key, compute), dim=1)
 
     def cache_stats(self) -> dict[str, int]:
-        if self._heavy is None:
-            return {"prefix_calls": 0, "suffix_calls": 0, "full_calls": 0}
-        r = self.runner
-        return {"prefix_calls": r.prefix_calls, "suffix_calls": r.suffix_calls, "full_calls": r.full_calls}
+        r = self.runner if self._heavy is not None else None
+        return {k: getattr(r, k, 0) for k in ("prefix_calls", "suffix_calls", "full_calls")}
 

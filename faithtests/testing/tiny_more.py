@@ -234,7 +234,7 @@ def build_tiny_llama4(
         Llama4TextConfig,
         Llama4VisionConfig,
     )
-    from transformers.models.llama4.processing_llama4 import chat_template
+    from transformers.models.llama4.processing_llama4 import chat_template  # lazy: as above
 
     _seeded(seed)
     tok = tiny_tokenizer(_LLAMA4_SPECIALS, words=words, pad="<|finetune_right_pad|>", bos="<|begin_of_text|>",

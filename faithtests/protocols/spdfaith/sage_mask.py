@@ -66,7 +66,9 @@ def patch_grid(n_tokens: int, grid: Grid | None = None) -> Grid:
     if n_tokens < 1 or side * side != n_tokens:
         raise PatchGridError(
             f"{n_tokens} image tokens per image are not a square patch grid (non-square image, or tiles); "
-            "pass grid=(rows, cols) explicitly or use square images")
+            "SAGE's masks need each image as one square patch grid: give the difference suite square "
+            "images (a variable-resolution model keeps a non-square image's aspect ratio; from Python, "
+            "faithtests.protocols.spdfaith.sage's functions take grid=(rows, cols))")
     return side, side
 
 
