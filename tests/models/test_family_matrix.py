@@ -79,8 +79,9 @@ def test_every_suite_runs_on_every_family(group: int, tmp_path: Path) -> None:
         write_rows(PAGE, rows)
     on_page = page_rows(PAGE)
     stale = {t: (on_page.get(t), r) for t, r in rows.items() if on_page.get(t) != r}
+    diff = "\n".join(f"page: {a}\nrun:  {b}" for a, b in stale.values())
     assert not stale, (f"docs/models.md's family table differs from what the matrix measured (rewrite it "
-                       f"with {WRITE_ENV}=1):\n" + "\n".join(f"page: {a}\nrun:  {b}" for a, b in stale.values()))
+                       f"with {WRITE_ENV}=1):\n{diff}")
 
 
 @pytest.mark.parametrize("family", [f for f in FAMILIES if f.broken], ids=lambda f: f.model_type)
