@@ -125,8 +125,12 @@ def model_lacks(model: Any, processor: Any) -> dict[str, str]:
         return lacks
     from PIL import Image  # lazy: a warm run describes nothing
 
-    enc = encode_batch(processor, model.config, [Prompt((Image.new("RGB", PROBE_SIZE, (128, 128, 128)),),
-                                                         "Describe the image.")], "right")
+    probe = Prompt((Image.new("RGB", PROBE_SIZE, (128, 128, 128)),), "Describe the image.")
+    try:
+        enc = encode_batch(processor, model.config, [probe], "right")
+    except Exception as exc:  # the prompts will say what is wrong, each with its own message
+        lacks["patch_grid"] = f"a {PROBE_SIZE[0]}x{PROBE_SIZE[1]} probe image did not encode: {exc}"
+        return lacks
     runs = enc.spans.image_runs[0] if enc.spans.image_runs else [enc.spans.image[0]]
     if why := patch_grid_support(sum(b - a for a, b in runs), PROBE_SIZE):
         lacks["patch_grid"] = why

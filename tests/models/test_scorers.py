@@ -1,4 +1,5 @@
-"""Dual-encoder scorers (open_clip, HF CLIP, HF SigLIP) and the VLM-as-scorer, on tiny models."""
+"""Dual-encoder scorers (open_clip and every HF dual family: CLIP, SigLIP, SigLIP2, MetaCLIP 2) and the
+VLM-as-scorer, on tiny models."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import torch
 from faithtests.models.interfaces import ImageTextScorer
 from faithtests.models.registry import load_model
 from faithtests.models.vlm_scorer import VLMScorer
+from faithtests.testing.families import FAMILIES
 
-DUALS = ["open_clip", "clip", "siglip"]
+#: open_clip and every HF dual-encoder family of faithtests.testing.families
+DUALS = ["open_clip", *(f.model_type for f in FAMILIES if f.kind == "dual")]
 TEXTS = ["a red circle", "two dog", "a blue square", "one cat", "a photo of a white triangle", "yes"]
 
 
@@ -26,8 +29,9 @@ def raw_embeddings(scorer: Any, images: list[Any], texts: list[str]) -> tuple[to
             im = scorer.model.encode_image(torch.stack([scorer.preprocess(i.convert("RGB")) for i in images]))
             tx = scorer.model.encode_text(scorer.tokenizer(texts))
         else:
-            pix = scorer.processor(images=images, return_tensors="pt")["pixel_values"]
-            im = scorer.model.get_image_features(pixel_values=pix).pooler_output
+            # every image input the processor gives (SigLIP2's NaFlex patch mask and spatial shapes too)
+            pix = scorer.processor(images=images, return_tensors="pt")
+            im = scorer.model.get_image_features(**pix).pooler_output
             txt = scorer.processor(text=texts, return_tensors="pt", **scorer._text_padding())
             names = set(scorer.processor.tokenizer.model_input_names) & {"input_ids", "attention_mask"}
             tx = scorer.model.get_text_features(**{k: v for k, v in txt.items() if k in names}).pooler_output
