@@ -70,7 +70,8 @@ def test_hooks_say_what_they_need() -> None:
         return w
 
     assert hook_features(None) == () and hook_features(Hooks()) == ()
-    assert hook_features(Hooks(attention={0: modifier}, mlp_scale={1: 0.5})) == ("attention", "residual_hooks")
+    both = Hooks(attention={0: modifier}, mlp_scale={1: 0.5})
+    assert hook_features(both) == ("attention", "residual_hooks")
     aux = (Prompt((), "x"),)
     assert hook_features(Hooks(contrast=Contrast(aux, 1.0, "t"))) == ("logits_processors",)
 
