@@ -206,8 +206,20 @@ def faith(request: pytest.FixtureRequest) -> Faith:
         limit=opts.limit,
     )
     recorder.record.dataset = callspec_dataset(item)
+    recorder.deferred = True  # every check of the test is judged; pytest_pyfunc_call settles them
     item.stash[FAITH_KEY] = recorder
     return recorder
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+    """After a suite test's function returns, its checks that did not pass fail it, all at once
+    (:meth:`Faith.settle`): one failed check never hides the verdict of a later one, in every suite."""
+    result = yield
+    recorder = pyfuncitem.stash.get(FAITH_KEY, None)
+    if recorder is not None:
+        recorder.settle()
+    return result
 
 
 @pytest.fixture(scope="session")

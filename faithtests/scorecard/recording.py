@@ -94,6 +94,11 @@ class Faith:
         self._role = role
         self._declared = declared if declared is not None else {}
         self._infinite: dict[tuple[str, str | None, str, str], float] = {}  # metrics recorded as +-inf
+        #: Set by the plugin's ``faith`` fixture: :meth:`check` records every verdict and keeps what did
+        #: not pass; :meth:`settle` (after the test function) raises once for all of them, so one failed
+        #: check never hides the verdicts of the checks after it. Off: each check raises at once.
+        self.deferred = False
+        self._unsettled: list[FaithCheckFailed] = []
         self._output_keys: set[tuple[str, str | None, str, str, str]] = set()  # item-log rows recorded
 
     # -- labels -------------------------------------------------------------------------------------
@@ -195,7 +200,8 @@ class Faith:
 
         PASS; FAIL (:class:`FaithCheckFailed`; broken outputs such as non-finite scores too); INSUFFICIENT
         (:class:`FaithInsufficient`) under the coverage rule or :func:`coverage.short_of_data` (this
-        check's ``min_n`` of ``unit``: "needs >= 20 strict-correct items, got 16")."""
+        check's ``min_n`` of ``unit``: "needs >= 20 strict-correct items, got 16"). Raised at once, or
+        kept for :meth:`settle` when :attr:`deferred` (the suites' fixture)."""
         __tracebackhide__ = True  # pytest shows the suite's line, not this one
         where = f"{self.suite}/{name}" + (f"[{slice}]" if slice else "")
         idx = self._find(name, slice)
@@ -209,11 +215,26 @@ class Faith:
         self.record.results[idx] = r = self._judged(r, op, threshold, min_n, unit)
         family = resolved.family if resolved is not None else None
         inf = self._infinite.get((r.metric, r.slice, r.model, r.variant))
-        if r.insufficient:
-            raise FaithInsufficient(failure_message(r, family, inf))
-        if not r.passed:
-            raise FaithCheckFailed(failure_message(r, family, inf))
+        if r.passed:
+            return r
+        message = failure_message(r, family, inf)
+        exc = FaithInsufficient(message) if r.insufficient else FaithCheckFailed(message)
+        if not self.deferred:
+            raise exc
+        self._unsettled.append(exc)
         return r
+
+    def settle(self) -> None:
+        """Raise for the deferred checks that did not pass (:attr:`deferred`): a FAIL (every failed
+        check's message, one per line) before INSUFFICIENT (every short check's reason), none if all
+        passed. The kept verdicts are forgotten, so a second call raises nothing."""
+        __tracebackhide__ = True
+        unsettled, self._unsettled = self._unsettled, []
+        failed = [e for e in unsettled if not isinstance(e, FaithInsufficient)]
+        if failed:
+            raise failed[0] if len(failed) == 1 else FaithCheckFailed("\n".join(map(str, failed)))
+        if unsettled:
+            raise unsettled[0] if len(unsettled) == 1 else FaithInsufficient("; ".join(map(str, unsettled)))
 
     def _threshold(self, r: MetricResult, resolved: ResolvedThreshold | None, op: Op | None,
                    threshold: float | None, where: str) -> tuple[Op, float]:

@@ -161,6 +161,22 @@ def test_threshold_failure_message(pytester: pytest.Pytester) -> None:
     result.stdout.re_match_lines([r"flip\s+-\s+test_pr\s+PR\s+clip\s+base\s+0\.600.*>= 0\.800\s+FAIL"])
 
 
+def test_every_check_is_judged_before_the_test_fails(pytester: pytest.Pytester) -> None:
+    """Issue 44: a failed check never hides a later one. Both checks fail (PR[color] 0.4 < 0.7, then
+    PR 0.6 < 0.8): both verdicts reach the scorecard and the failure names both, in check order; a line
+    after the checks still runs (the recorder fails the test once the function returns)."""
+    suite = FLIP_SUITE + "    (pathlib.Path(__file__).parent / 'after.txt').write_text('ran')\n"
+    _setup(pytester, {"hits": [1, 1, 0, 0, 0, 1, 1, 1, 1, 0], "ci": [0.5, 0.7]}, suite)
+    result = _run(pytester)
+    assert result.ret == 1 and (pytester.path / "after.txt").read_text() == "ran"
+    sc = _scorecard(pytester)
+    verdicts = {(r["metric"], r["slice"]): r["verdict"] for r in sc["results"]}
+    assert verdicts == {("PR", None): "fail", ("PR", "color"): "fail"}
+    (test,) = sc["tests"]
+    first, second = test["message"].splitlines()
+    assert first.startswith("flip/PR[color] = 0.400") and second.startswith("flip/PR = 0.600")
+
+
 def test_unknown_threshold_key_is_a_usage_error(pytester: pytest.Pytester) -> None:
     _setup(pytester)
     (pytester.path / "mine.toml").write_text("[flip]\nPRR = 0.9\n")
