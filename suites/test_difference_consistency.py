@@ -58,7 +58,8 @@ def _check_all(faith: Faith, checks: Sequence[tuple[str, str | None]]) -> None:
     """Check every (metric, slice) that was recorded (the recorder judges them all before the test
     fails: faithtests.scorecard.recording.Faith.settle)."""
     for name, where in checks:
-        faith.check(GATE_METRICS[name], slice=where)
+        metric = GATE_METRICS[name]
+        faith.check(metric, slice=where)
 
 
 def _record(faith: Faith, rows: Sequence[Row]) -> None:

@@ -208,6 +208,8 @@ def test_hidden_stress(faith: Faith, s3e_data: S3EData, faith_seed: int) -> None
     if strict.sum() < S3E_MIN_SUPPORT:  # Eqs. 3–5 live on strict-correct items; low support is no verdict
         faith.metric("Delta_lex", float("nan"), n=int(strict.sum()), higher_is_better=False)
         faith.check("Delta_lex", min_n=S3E_MIN_SUPPORT, unit="strict-correct items")  # INSUFFICIENT
+        faith.settle()  # nothing more to compute on so few items: the test ends with its verdicts so far
+        return
     selection = select_layer(S, strict, reference=S3E_ANCHOR)  # frozen: chosen once on the base model
     summary = summarize_s3e(S, s3e_data.logits, selection, dist=stress_pres_distance(s3e_data.states),
                             stress_types=[r.stress_type for r in s3e_data.records],

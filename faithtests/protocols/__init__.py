@@ -64,7 +64,9 @@ def fail_unscored(faith: Any, name: str, *, slice: str | None = None,
                   higher_is_better: bool = True) -> NoReturn:
     """No item has finite model outputs (all counted by ``Faith.nonfinite``), so nothing can be
     aggregated: record ``name`` undefined (n=0) and check it, which fails with the recorder's message
-    naming the model and its non-finite count, not with a bootstrap's error for suite authors."""
+    naming the model and its non-finite count, not with a bootstrap's error for suite authors. Nothing
+    after it can be computed, so the test stops here: with every check made so far (``settle``)."""
     faith.metric(name, float("nan"), n=0, higher_is_better=higher_is_better, slice=slice)
     faith.check(name, slice=slice)
+    faith.settle()  # a suite's recorder keeps failed checks until the test ends: this one ends it now
     raise AssertionError(f"{name}: an undefined value passed its check")  # check() fails undefined values
