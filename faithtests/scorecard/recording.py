@@ -10,8 +10,10 @@ one test can record several models/variants side by side.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from types import FrameType, TracebackType
 from typing import Any, Literal, cast
 
 from faithtests.scorecard.coverage import NONFINITE, coverage_problem, short_of_data
@@ -63,6 +65,22 @@ def items_key(name: str, model: str = "", variant: str = "base") -> str:
     """Key of an item set in :attr:`TestRecord.items`: the name, qualified by model/variant when bound
     (``"flips | clip | base"``) so two models' items in one test never collide."""
     return name if (not model and variant == "base") else f"{name} | {model} | {variant}"
+
+
+def _call_site() -> TracebackType | None:
+    """The frames that called :meth:`Faith.check`, up to the test runner's, as a traceback: a deferred
+    failure raised when the test ends still shows where its check was made (``--tb=long`` prints the
+    test's source, as for a check that raised at once)."""
+    frames: list[FrameType] = []
+    frame: FrameType | None = sys._getframe(2)  # (0: here, 1: check)
+    runner = ("_pytest", "pluggy")
+    while frame is not None and not str(frame.f_globals.get("__name__", "")).startswith(runner):
+        frames.append(frame)
+        frame = frame.f_back
+    tb: TracebackType | None = None
+    for f in frames:  # innermost first: each outer frame's traceback points at the inner one
+        tb = TracebackType(tb, f, f.f_lasti, f.f_lineno)
+    return tb
 
 
 class Faith:
@@ -221,7 +239,7 @@ class Faith:
         exc = FaithInsufficient(message) if r.insufficient else FaithCheckFailed(message)
         if not self.deferred:
             raise exc
-        self._unsettled.append(exc)
+        self._unsettled.append(exc.with_traceback(_call_site()))
         return r
 
     def settle(self) -> None:
@@ -231,10 +249,12 @@ class Faith:
         __tracebackhide__ = True
         unsettled, self._unsettled = self._unsettled, []
         failed = [e for e in unsettled if not isinstance(e, FaithInsufficient)]
-        if failed:
-            raise failed[0] if len(failed) == 1 else FaithCheckFailed("\n".join(map(str, failed)))
+        if failed:  # (where the first one was checked: its traceback)
+            joined = FaithCheckFailed("\n".join(map(str, failed))) if len(failed) > 1 else failed[0]
+            raise joined.with_traceback(failed[0].__traceback__)
         if unsettled:
-            raise unsettled[0] if len(unsettled) == 1 else FaithInsufficient("; ".join(map(str, unsettled)))
+            short = FaithInsufficient("; ".join(map(str, unsettled))) if len(unsettled) > 1 else unsettled[0]
+            raise short.with_traceback(unsettled[0].__traceback__)
 
     def _threshold(self, r: MetricResult, resolved: ResolvedThreshold | None, op: Op | None,
                    threshold: float | None, where: str) -> tuple[Op, float]:
