@@ -72,6 +72,12 @@ def build_constant_open_clip(out_dir: str | Path, *, seed: int = 0) -> Path:
 
 def build_tiny_clip_hf(out_dir: str | Path, *, words: Iterable[str] = (), seed: int = 0) -> Path:
     """HF ``CLIPModel`` + ``CLIPProcessor`` (WordLevel tokenizer that wraps texts in BOS/EOS)."""
+    return build_clip_like(CLIPModel, CLIPConfig, out_dir, words=words, seed=seed)
+
+
+def build_clip_like(model_cls: Any, config_cls: Any, out_dir: str | Path, *, words: Iterable[str] = (),
+                    seed: int = 0) -> Path:
+    """A CLIP-layout dual encoder of ``model_cls`` (CLIP, MetaCLIP 2: the same towers and processor)."""
     _seeded(seed)
     tok = tiny_tokenizer([], words=words, wrap=True)
     tok.model_max_length = 32  # = max_position_embeddings, so truncation=True bounds long captions
@@ -80,7 +86,7 @@ def build_tiny_clip_hf(out_dir: str | Path, *, words: Iterable[str] = (), seed: 
             "bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id}
     vision = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
               "image_size": 32, "patch_size": 8}
-    model: Any = CLIPModel(CLIPConfig(text_config=text, vision_config=vision, projection_dim=16))
+    model: Any = model_cls(config_cls(text_config=text, vision_config=vision, projection_dim=16))
     model.eval()
     image_processor = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
     processor = _untyped(CLIPProcessor)(image_processor=image_processor, tokenizer=tok)

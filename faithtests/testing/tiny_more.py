@@ -369,28 +369,13 @@ def build_tiny_siglip2(out_dir: str | Path, *, words: Iterable[str] = (), seed: 
 
 
 def build_tiny_metaclip_2(out_dir: str | Path, *, words: Iterable[str] = (), seed: int = 0) -> Path:
-    """HF ``MetaClip2Model`` + ``CLIPProcessor`` (XLM-R style specials ``<s>`` ``</s>``, every text wrapped
-    in them); the text tower pools at the first ``</s>``."""
-    from transformers import (  # lazy: torch-free at import (see tiny.tiny_tokenizer)
-        CLIPImageProcessor,
-        CLIPProcessor,
-        MetaClip2Config,
-        MetaClip2Model,
-    )
+    """HF ``MetaClip2Model`` + ``CLIPProcessor``: CLIP's layout (every text wrapped in BOS/EOS); the text
+    tower pools at the first EOS."""
+    from transformers import MetaClip2Config, MetaClip2Model  # lazy: torch-free at import
 
-    _seeded(seed)
-    tok = tiny_tokenizer([], words=words, wrap=True)
-    tok.model_max_length = 32  # = max_position_embeddings, so truncation=True bounds long captions
-    text = {"vocab_size": len(tok), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-            "num_attention_heads": 2, "max_position_embeddings": 32, "pad_token_id": tok.pad_token_id,
-            "bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id}
-    vision = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-              "image_size": 32, "patch_size": 8}
-    model: Any = MetaClip2Model(MetaClip2Config(text_config=text, vision_config=vision, projection_dim=16))
-    model.eval()
-    image_processor = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
-    processor = _untyped(CLIPProcessor)(image_processor=image_processor, tokenizer=tok)
-    return _save(model, processor, Path(out_dir), seed)
+    from faithtests.testing.tiny_duals import build_clip_like  # lazy: tiny_duals imports open_clip
+
+    return build_clip_like(MetaClip2Model, MetaClip2Config, out_dir, words=words, seed=seed)
 
 
 BUILDERS: dict[str, Callable[..., Path]] = {

@@ -38,6 +38,22 @@ def _qwen_media_ids(tok: Any) -> dict[str, Any]:
             "vision_start_token_id": ids["<|vision_start|>"], "vision_end_token_id": ids["<|vision_end|>"]}
 
 
+def _qwen3_vl_parts(image_size: int, tok: Any, template: str, **vision: Any) -> tuple[dict[str, Any], Any]:
+    """The Qwen3-VL-style vision tower config (one layer, ``vision`` added) and the Qwen3-VL processor that
+    Qwen3-VL and Qwen3.5 share."""
+    from transformers import Qwen3VLProcessor, Qwen3VLVideoProcessor  # lazy: torch-free at import
+
+    tower = {"depth": 1, "hidden_size": 16, "intermediate_size": 32, "num_heads": 2, "out_hidden_size": 32,
+             "spatial_merge_size": MERGE, "patch_size": PATCH, "temporal_patch_size": 2,
+             "num_position_embeddings": 64, **vision}
+    processor = _untyped(Qwen3VLProcessor)(
+        image_processor=_qwen_image_processor(image_size), tokenizer=tok,
+        video_processor=_untyped(Qwen3VLVideoProcessor)(cap_pixels_per_frame=True, **_PATCHES),
+        chat_template=template,
+    )
+    return tower, processor
+
+
 def _qwen_image_processor(image_size: int) -> Any:
     """Qwen2-VL image processor resizing every image to ``image_size**2`` pixels (4 px patches)."""
     from transformers import Qwen2VLImageProcessor  # lazy: torch-free at import (see tiny.tiny_tokenizer)
@@ -115,8 +131,6 @@ def build_tiny_qwen3_vl(
     from transformers import (  # lazy: torch-free at import (see tiny.tiny_tokenizer)
         Qwen3VLConfig,
         Qwen3VLForConditionalGeneration,
-        Qwen3VLProcessor,
-        Qwen3VLVideoProcessor,
     )
 
     _seeded(seed)
@@ -125,17 +139,10 @@ def build_tiny_qwen3_vl(
             "rope_theta": 10000.0}
     text = _text_dims(len(tok), head_dim=8, rope_parameters=rope, pad_token_id=tok.pad_token_id,
                       eos_token_id=tok.eos_token_id, bos_token_id=None)
-    vision = {"depth": 1, "hidden_size": 16, "intermediate_size": 32, "num_heads": 2, "out_hidden_size": 32,
-              "spatial_merge_size": MERGE, "patch_size": PATCH, "temporal_patch_size": 2,
-              "num_position_embeddings": 64, "deepstack_visual_indexes": [0]}
+    vision, processor = _qwen3_vl_parts(image_size, tok, QWEN3_VL_TEMPLATE, deepstack_visual_indexes=[0])
     config = _untyped(Qwen3VLConfig)(text_config=text, vision_config=vision, **ids)
     model: Any = Qwen3VLForConditionalGeneration(config)
     model.eval()
-    processor = _untyped(Qwen3VLProcessor)(
-        image_processor=_qwen_image_processor(image_size), tokenizer=tok,
-        video_processor=_untyped(Qwen3VLVideoProcessor)(cap_pixels_per_frame=True, **_PATCHES),
-        chat_template=QWEN3_VL_TEMPLATE,
-    )
     return _save(model, processor, Path(out_dir), seed)
 
 
@@ -214,8 +221,6 @@ def build_tiny_qwen3_5(
     from transformers import (  # lazy: torch-free at import (see tiny.tiny_tokenizer)
         Qwen3_5Config,
         Qwen3_5ForConditionalGeneration,
-        Qwen3VLProcessor,
-        Qwen3VLVideoProcessor,
     )
 
     _seeded(seed)
@@ -230,17 +235,10 @@ def build_tiny_qwen3_5(
                          "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
         pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=None,
     )
-    vision = {"depth": 1, "hidden_size": 16, "intermediate_size": 32, "num_heads": 2, "out_hidden_size": 32,
-              "spatial_merge_size": MERGE, "patch_size": PATCH, "temporal_patch_size": 2,
-              "num_position_embeddings": 64}
+    vision, processor = _qwen3_vl_parts(image_size, tok, QWEN3_5_TEMPLATE)
     config = _untyped(Qwen3_5Config)(text_config=text, vision_config=vision, **ids)
     model: Any = Qwen3_5ForConditionalGeneration(config)
     model.eval()
-    processor = _untyped(Qwen3VLProcessor)(
-        image_processor=_qwen_image_processor(image_size), tokenizer=tok,
-        video_processor=_untyped(Qwen3VLVideoProcessor)(cap_pixels_per_frame=True, **_PATCHES),
-        chat_template=QWEN3_5_TEMPLATE,
-    )
     return _save(model, processor, Path(out_dir), seed)
 
 
