@@ -11,8 +11,7 @@
 - Hooks: attention modifiers and captures through the registered attention function (:mod:`.hooks`),
   MLP scales and FFN modifiers through forward hooks, the logit adjuster on the option logits only; a
   contrast in ``generate`` only (others refuse it), greedy and left-padded (:mod:`.generation`).
-- What the model lacks (:mod:`.capabilities`) is found at load; a call that needs it is not applicable.
-"""
+- What it lacks (:mod:`.capabilities`) is found at load; a call that needs it is not applicable."""
 
 from __future__ import annotations
 
@@ -120,6 +119,7 @@ class HFVisionLanguageModel:
 
     def _finish(self, meta: dict[str, Any]) -> None:
         self._meta = meta
+        self._lacks = stored_lacks(meta)
         self.num_layers = int(meta["num_layers"])
         self.image_token = int(meta["image_token"])
         # captions the VLM scorer saw that are longer than the language model's context (never cut: counted)
@@ -142,7 +142,7 @@ class HFVisionLanguageModel:
 
     def lacks(self, feature: str) -> str:
         """Why the model lacks ``feature`` ("" if it has it): found at load, stored with its description."""
-        return stored_lacks(self.meta).get(feature, "")
+        return self._lacks.get(feature, "")
 
     @property
     def config(self) -> Any:

@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 
 from faithtests.config import setting
+from faithtests.models.capabilities import lacks as lacks_of
 from faithtests.models.checks import check_spec
 from faithtests.models.errors import FEATURES
 from faithtests.models.interfaces import ImageTextScorer, VisionLanguageModel
@@ -355,7 +356,7 @@ def thread_info(config: pytest.Config) -> dict[str, Any]:
 def _register(config: pytest.Config, m: ModelSpec, model: Any) -> None:
     """Fingerprint of a loaded model, with the thread choice, under its label and in its role."""
     info = {**model.fingerprint(), "label": m.label, "option": m.option, **thread_info(config)}
-    lacks = {f: why for f in FEATURES if callable(getattr(model, "lacks", None)) and (why := model.lacks(f))}
+    lacks = {f: why for f in FEATURES if (why := lacks_of(model, f))}
     if lacks:  # found once at its load: the scorecard says so once per model (its tests say n/a)
         info["lacks"] = lacks
     register_model_info(config, m.label, info, role=m.role)

@@ -63,16 +63,21 @@ def _qwen_image_processor(image_size: int) -> Any:
 
 
 # ------------------------------------------------------------------------------------------ Qwen2.5-VL
-#: Qwen2.5-VL's template is Qwen2-VL's: a default system turn when the conversation has none.
-QWEN2_5_VL_TEMPLATE = (
-    "{% if messages[0]['role'] != 'system' %}<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
-    "{% endif %}{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+#: Qwen3-VL (Instruct): a system turn only when the conversation starts with one.
+QWEN3_VL_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
     "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
     "{% for item in message['content'] %}{% if item['type'] == 'image' %}"
     "<|vision_start|><|image_pad|><|vision_end|>{% elif item['type'] == 'video' %}"
     "<|vision_start|><|video_pad|><|vision_end|>{% elif item['type'] == 'text' %}{{ item['text'] }}"
     "{% endif %}{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+#: Qwen2.5-VL's template is Qwen2-VL's: Qwen3-VL's with a default system turn when the conversation has
+#: none.
+QWEN2_5_VL_TEMPLATE = (
+    "{% if messages[0]['role'] != 'system' %}<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+    "{% endif %}" + QWEN3_VL_TEMPLATE
 )
 
 
@@ -109,16 +114,6 @@ def build_tiny_qwen2_5_vl(
 
 
 # -------------------------------------------------------------------------------------------- Qwen3-VL
-#: Qwen3-VL (Instruct): a system turn only when the conversation starts with one.
-QWEN3_VL_TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
-    "{% for item in message['content'] %}{% if item['type'] == 'image' %}"
-    "<|vision_start|><|image_pad|><|vision_end|>{% elif item['type'] == 'video' %}"
-    "<|vision_start|><|video_pad|><|vision_end|>{% elif item['type'] == 'text' %}{{ item['text'] }}"
-    "{% endif %}{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
 
 
 def build_tiny_qwen3_vl(
