@@ -2,19 +2,22 @@
 
 Protocol: an image with its emotion y_img and one description steering toward y_txt (aligned: y_txt =
 y_img; subjective adjacent / opposite; objective object / attribute / behaviour). The model answers the
-App. C.3 emotion prompt with one of the eight labels, in answer mode (a) ``constrained`` (default: the
-label whose full continuation has the highest log-probability; a tie is no answer) or (b) ``generation``
-(greedy, read by a strict parser; anything else is "other"). Metrics on the conflict records (y_img ≠
-y_txt): P_img, P_txt, P_oth (Eqs. 1–3) and TBR (Eq. 4), overall and per subset; accuracy on aligned
-records; the image-only and text-only baselines (App. C.1, the benchmark's validity check); LSS per
-layer at the answer query (Eq. 22, Figs. 8–9). CIs: percentile bootstrap over images (an image's six
-records resampled together). CECS (§5, App. D) is the variant ``cecs``: conflict score s from the probe
-prompt (Eq. 5), the mass-preserving attention reallocation in the window for every prompt with s ≥ τ;
-recorded beside ``base``, gated by nothing (a diagnostic intervention, like PGLA in suite 3).
-Gates (base variant, constrained mode): P_img (>=), TBR (<=), aligned accuracy (>=). Whole-label
-log-probability favours labels of fewer tokens; the same log-probabilities divided by each label's token
-count are recorded beside them as the slice ``scoring=length_normalised`` (P_img, P_txt, P_oth, TBR),
-gated by nothing.
+App. C.3 emotion prompt with one of the eight labels, in answer mode (a) ``generation`` (default, the
+paper's: greedy, read by a strict parser; anything else is "other", P_oth) or (b) ``constrained`` (the
+label whose full continuation has the highest log-probability, so P_oth is 0; a tie is no answer).
+Metrics on the conflict records (y_img ≠ y_txt): P_img, P_txt, P_oth (Eqs. 1–3) and TBR (Eq. 4), overall and
+per subset; accuracy on aligned records; the image-only and text-only baselines (App. C.1, the benchmark's
+validity check); LSS per layer at the answer query (Eq. 22, Figs. 8–9). CIs: percentile bootstrap over
+images (an image's six records resampled together). CECS (§5, App. D) is the variant ``cecs``: conflict
+score s from the probe prompt (Eq. 5), the mass-preserving attention reallocation in the window for every
+prompt with s ≥ τ; recorded beside ``base``, gated by nothing (a diagnostic intervention, like PGLA in
+suite 3).
+Gates (base variant, generation mode: the answer mode of Tables 5-7): P_img (>=) and TBR (<=) per conflict
+subset, the rows those tables print; aligned accuracy (>=); image-only and text-only accuracy (>=, Tables
+3-4: a model blind to one signal has no preference between them). The constrained mode is recorded beside
+them (slice ``mode=constrained``). Whole-label log-probability favours labels of fewer tokens; the same
+log-probabilities divided by each label's token count are recorded beside the constrained ones as the slice
+``scoring=length_normalised`` (P_img, P_txt, P_oth, TBR), gated by nothing.
 """
 
 from __future__ import annotations
@@ -44,13 +47,14 @@ from faithtests.protocols.acbench.results import (
     subset_shares,
     tbr_rows,
 )
-from faithtests.protocols.acbench.run import ANSWER_MODES, Answers
+from faithtests.protocols.acbench.run import ANSWER_MODES, UNPARSEABLE, Answers
 from faithtests.scorecard.kinds import is_fatal
 from faithtests.scorecard.model import Series
 from faithtests.scorecard.recording import Faith
 
 pytestmark = pytest.mark.suite("affective_conflict")
-GATED = ("base", "constrained")  # (variant, mode) the thresholds apply to
+GATED = ("base", "generation")  # (variant, mode) the thresholds apply to: the paper's answer mode
+CONSTRAINED = ("base", "constrained")  # recorded beside it, with the length-normalised scoring
 #: Mass preservation (Eq. 13) on real attention rows, and "unchanged" below the gate (eager vs fused
 #: attention kernels round differently, so outputs agree to float32 rounding, not bit for bit).
 MASS_TOL = 1e-6
@@ -96,7 +100,10 @@ def _record_invalid(faith: Faith, data: AcData, *answers: Answers) -> None:
         for kind, count in sorted(c.invalid.items()):
             # NaN/inf label log-probabilities: the one non-finite kind, undecorated (fails the checks)
             label = kind if is_fatal(kind) else f"{kind} [{a.mode}]"
-            faith.invalid(label, count, total=len(a.ids), examples=c.examples[kind])
+            # a generated reply that names no label is the paper's "other" (P_oth), the model's answer:
+            # noted without a total, so it never makes a check INSUFFICIENT
+            total = None if (a.mode, kind) == ("generation", UNPARSEABLE) else len(a.ids)
+            faith.invalid(label, count, total=total, examples=c.examples[kind])
 
 
 @pytest.mark.parametrize("variant", ACBENCH_VARIANTS)
@@ -125,11 +132,14 @@ def test_conflict_shares(
     faith.items(f"image_aligned_{mode}", {recs[i].item_id: bool(onehot[j, 0]) for j, i in enumerate(rows)})
     followed = [i for j, i in enumerate(rows) if onehot[j, 1]][:4]
     faith.exemplars([_exemplar(recs[i], ans, i, "followed the description, not the image") for i in followed])
-    if (variant, mode) == GATED:  # CECS and the generation mode are recorded, gated by nothing
-        norm = _normalised(faith, acbench_data)  # recorded beside the gate, before it can fail
+    if (variant, mode) == CONSTRAINED:  # CECS and the constrained mode are recorded, gated by nothing
+        norm = _normalised(faith, acbench_data)
         if norm is not None:
             _record(faith, normalised_share_rows(recs, norm, boot, SCORING))
-        faith.check("P_img")
+    if (variant, mode) == GATED:  # per subset: Tables 5 / 6 print P_img ("/=image") per subset
+        for r in shares_all:
+            if r.name == "P_img" and r.slice in CONFLICT_SUBSETS:
+                faith.check("P_img", slice=r.slice)
 
 
 @pytest.mark.parametrize("variant", ACBENCH_VARIANTS)
@@ -144,15 +154,20 @@ def test_text_bias_ratio(
     _record_invalid(faith, acbench_data, ans)
     assert categories(recs, ans)[0], f"no conflict records in {acbench_data.dataset}"
     boot = Boot(ACBENCH_BOOTSTRAP, faith_seed)
+    subsets = []
     for subset, row in tbr_rows(recs, ans, mode, boot):
         _record(faith, [row])
+        subsets.append(subset)
         if row.value != row.value:  # NaN
             faith.invalid("TBR undefined (no answer matched y_img or y_txt)", 1, examples=[subset or "all"])
-    if (variant, mode) == GATED:
+    if (variant, mode) == CONSTRAINED:
         norm = _normalised(faith, acbench_data)
         if norm is not None:
             _record(faith, [normalised_tbr_row(recs, norm, boot, SCORING)])
-        faith.check("TBR")
+    if (variant, mode) == GATED:  # per subset: Table 7 prints TBR per subset
+        for subset in subsets:
+            if subset in CONFLICT_SUBSETS:
+                faith.check("TBR", slice=subset)
 
 
 @pytest.mark.parametrize("variant", ACBENCH_VARIANTS)
@@ -183,7 +198,8 @@ def test_unimodal_baselines(faith: Faith, acbench_data: AcData, mode: str, faith
     """Image-only (gold y_img, one answer per image) and text-only (gold y_txt, per description and
     subset) accuracies: App. C.1's check that both signals are recognisable on their own, without which
     P_img / P_txt say nothing about a preference. CECS cannot change them (a prompt without an image or
-    without a description has no mass to move), so they are recorded once, for base."""
+    without a description has no mass to move), so they are recorded once, for base. Gated in the
+    generation mode (Tables 3-4)."""
     data = acbench_data
     boot = Boot(ACBENCH_BOOTSTRAP, faith_seed)
     images = data.baseline("image-only", mode)  # type: ignore[arg-type]
@@ -198,6 +214,11 @@ def test_unimodal_baselines(faith: Faith, acbench_data: AcData, mode: str, faith
         _record(faith, accuracy_rows("text_only_acc", hit, data.records, mode, boot,
                                      ("aligned", *CONFLICT_SUBSETS)))
     _record_invalid(faith, data, *answers)
+    if mode == GATED[1]:  # a model blind to either signal has no preference to measure (App. C.1)
+        if data.usable.images:
+            faith.check("image_only_acc")
+        if data.records:
+            faith.check("text_only_acc")
     assert data.usable.images or data.records, f"{data.dataset}: nothing to run"
 
 

@@ -11,10 +11,11 @@ symmetric verdicts; DQR, DS_count (Eqs. 8-9) and the public code's n/m (``DQR_co
 TF1, CF1 (Eqs. 10-11), the public code's CF1 (``CF1_code``) and DRF (Eq. 15) from the claims; per-layer
 cos(h_same, h_diff) of the pre-answer states (App. D.3). CIs: percentile bootstrap over original images.
 SAGE (§5.1, App. E) is the variant ``sage``: recorded beside ``base`` with paired deltas, gated by
-nothing. Gates (base; suites/thresholds.toml names the paper row of each): contradiction rate (<=) per
-single-difference difficulty, DS_exist (>=) on the multi-difference pairs, DS_count (>=; and on the
-multi-difference pairs), DRF (>=) on the multi-difference pairs. Every gate of a test is checked before
-the test fails, so the scorecard shows each verdict.
+nothing. Gates (base; suites/thresholds.toml says the kind and the paper row or floor of each):
+contradiction rate (<=) per single-difference difficulty, DS_exist (>=) on the multi-difference pairs,
+false_alarm_rate (<=) on the identical pairs, DS_count (>=; and on the multi-difference pairs), DRF (>=) on
+the multi-difference pairs. Every gate of a test is checked before the test fails, so the scorecard shows
+each verdict.
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ GATED = "base"
 #: The slice of each multi-difference gate (Table 3 reports the multi-difference subset, §3.3 RQ2).
 MULTI = "subset=multi"
 #: The metrics ``_check_all`` may check (tests/suites/test_thresholds_checked.py reads this table).
-GATE_METRICS = {m: m for m in ("contradiction_rate", "DS_exist", "DS_count")}
+GATE_METRICS = {m: m for m in ("contradiction_rate", "DS_exist", "false_alarm_rate", "DS_count")}
+#: The identical-pair control (§3): gated by a floor (suites/thresholds.toml).
+IDENTICAL = "subset=identical"
 
 
 def _check_all(faith: Faith, checks: Sequence[tuple[str, str | None]]) -> None:
@@ -122,7 +125,8 @@ def test_symmetric_consistency(faith: Faith, spdfaith_data: SpdData, variant: st
     single-difference pairs; CR (Eqs. 12-13, one judged claim pair per pair, its verdict: consistent +1,
     contradictory -1, ambiguous +0.5) normalised to [0, 1] as Fig. 34 ((w + 1) / 2; ``CR_clip``:
     max(0, w)), recorded; DS_exist (§3, Tables 3 / 10: the edited pairs the model says differ, under
-    both questions), gated on the multi-difference pairs; the Yes rates of both questions."""
+    both questions), gated on the multi-difference pairs; false_alarm_rate (a difference found under both
+    questions where there is none), gated on the identical pairs; the Yes rates of both questions."""
     data = spdfaith_data
     ans = data.answers(variant)
     _record_invalid(faith, data, ans)
@@ -143,6 +147,8 @@ def test_symmetric_consistency(faith: Faith, spdfaith_data: SpdData, variant: st
         gates = [("contradiction_rate", w) for w, _ in groups(recs, rows) if w in levels]
         if _has_multi(data, rows):
             gates.append(("DS_exist", MULTI))
+        if any(recs[i].subset == "identical" for i in rows):
+            gates.append(("false_alarm_rate", IDENTICAL))
         _check_all(faith, gates)  # data without difficulty labels or multi pairs: recorded, not gated
 
 

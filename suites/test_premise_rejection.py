@@ -6,7 +6,9 @@ are always shown (App. I.1 A1). The model answers by the argmax of its six lette
 parsing; a tied top logit is no answer, counted wrong and reported), under the fixed order and K = 3
 permutations seeded by MD5(video_id + correct_answer + shuffle_id), mapped back through the inverse
 permutation (App. D). Metrics: accuracy per split (mean over shuffles; the fixed order a slice), Bal
-(Eq. 1), bootstrap CIs over stimuli. A model that hears (``accepts_audio``) gets every clip with its
+(Eq. 1), bootstrap CIs over stimuli; per modality the rejection gap (how much more often a misleading
+question is answered E or F than its stimulus's standard one: a floor, since rejecting every premise
+passes the misleading split). A model that hears (``accepts_audio``) gets every clip with its
 soundtrack and runs all four splits (the full Bal); an image-only model runs the vision splits, its
 audio tests skip as not applicable with the reason, and Bal is the slice "vision only".
 Representation–action gap (§4.3): per-layer logistic probes for
@@ -54,6 +56,7 @@ from faithtests.protocols.imavb.results import (
     eval_splits,
     item_correct,
     pgla_delta,
+    rejection_gap,
     run_scores,
     shuffled,
     stimuli,
@@ -201,6 +204,7 @@ def test_balanced_accuracy(faith: Faith, premise_data: PremiseData, variant: str
     _record_boot(faith, fixed, "fixed order")
     faith.metric("Bal", fixed.bal, ci=fixed.bal_ci, n=n_stim, slice="fixed order")
     orders: list[float | str] = ["fixed", *(f"shuffle {k}" for k in range(c.shape[1] - 1))]
+    gaps = [kind for kind in ("vision", "audio") if _rejection_gap(faith, run, kind, faith_seed)]
     if not ss.vision_only:  # Table 14's "Vision–Audio Gap" row: mis_v − mis_a (recorded, not gated)
         _mis_gap(faith, shuffled(c), run, faith_seed, None)
         _mis_gap(faith, c[:, 0].astype(float), run, faith_seed, "fixed order")
@@ -212,6 +216,17 @@ def test_balanced_accuracy(faith: Faith, premise_data: PremiseData, variant: str
     )
     if variant == "base":
         faith.check("Bal", slice=where)
+        for kind in gaps:  # a floor: rejecting whatever the premise is no premise check (thresholds.toml)
+            faith.check("rejection_gap", slice=kind)
+
+
+def _rejection_gap(faith: Faith, run: ChoiceRun, kind: str, seed: int) -> bool:
+    """Record how much more often the misleading questions of ``kind`` are rejected than the standard
+    ones (paired per stimulus, shuffled orders); False when no stimulus has both."""
+    gap = rejection_gap(run, kind, n_resamples=PREMISE_BOOTSTRAP, seed=seed)
+    if gap is not None:
+        faith.metric("rejection_gap", gap.value, ci=gap.ci, n=gap.n, slice=kind)
+    return gap is not None
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)

@@ -132,3 +132,30 @@ def test_library_noise_is_dropped_and_other_warnings_kept(caplog: pytest.LogCapt
         logging.getLogger("transformers.modeling_utils").warning("`past_key_values`/`cache_params` ...")
     assert [r.getMessage() for r in caplog.records] == [
         "Some weights of the checkpoint were not used", "`past_key_values`/`cache_params` ..."]
+
+
+def test_floors_are_shown_apart_from_paper_gates_in_terminal_html_and_json() -> None:
+    """A failed floor says it is one and what its failure means (terminal: the threshold column, the
+    model's verdict line and a legend line; HTML: a marked badge with the meaning as its title; JSON:
+    ``gate_kind`` / ``gate_note`` round-trip); a paper gate is marked as such."""
+    from dataclasses import replace
+
+    from faithtests.scorecard.html import render_html
+
+    sc = _card()
+    means = "the model reports a difference where there is none"
+    for t in sc.tests:
+        t.results = [replace(r, gate_kind="floor", gate_note=means) if r.metric == "c_fail" else
+                     replace(r, gate_kind="paper", gate_note="Table 2") if r.passed is not None else r
+                     for r in t.results]
+    lines = summary_lines(sc, [], None, [])
+    row = next(line for line in lines if line.startswith("s ") and " c_fail " in line)
+    assert ">= 0.600 floor" in row and "FAIL" in row
+    assert any(" b_pass " in line and ">= 0.450 paper" in line for line in lines)
+    assert f"  floor s/c_fail (no paper row measures it) failed: {means}" in lines
+    assert "failed 1: s/c_fail (floor)" in lines[-2]
+    html = render_html(sc)
+    assert f'class="gate-kind gate-floor" title="{means}">floor<' in html
+    assert 'class="gate-kind gate-paper" title="Table 2">paper gate<' in html
+    back = MetricResult.from_json(next(r for r in sc.results if r.metric == "c_fail").to_json())
+    assert (back.gate_kind, back.gate_note) == ("floor", means)

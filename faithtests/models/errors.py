@@ -34,6 +34,7 @@ FEATURES: dict[str, str] = {
     "residual_hooks": "an ungated attention and FFN update per decoder layer (MLP scales, FFN modifiers)",
     "patch_grid": "one square patch grid of image tokens per image",
     "logits_processors": "a generate() that applies the caller's logits processors (contrastive decoding)",
+    "caption_scores": "caption log-likelihoods per token (a generative VLM used as an image-text scorer)",
 }
 
 

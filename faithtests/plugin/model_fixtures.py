@@ -35,7 +35,7 @@ import pytest
 from faithtests.config import setting
 from faithtests.models.capabilities import lacks as lacks_of
 from faithtests.models.checks import check_spec
-from faithtests.models.errors import FEATURES
+from faithtests.models.errors import FEATURES, NotApplicable
 from faithtests.models.interfaces import ImageTextScorer, VisionLanguageModel
 from faithtests.models.locations import fixtures_root
 from faithtests.models.ray_pool import PooledVLM
@@ -400,6 +400,10 @@ def faith_scorer(request: pytest.FixtureRequest) -> ImageTextScorer:
     elif isinstance(model, HFVisionLanguageModel):
         model = VLMScorer(model)
         attach_store(request.config, model)
+    elif isinstance(model, VisionLanguageModel) and not isinstance(model, ImageTextScorer):
+        # a plug-in VLM answers prompts but scores no captions: the scorer suites do not apply to it
+        why = NotApplicable(m.spec, "caption_scores", "only the transformers adapters score captions")
+        pytest.skip(str(why))
     if not isinstance(model, ImageTextScorer):
         raise TypeError(f"{m.option} {m.spec!r} loaded a {type(model).__name__}, not an image-text scorer")
     _register(request.config, m, model)

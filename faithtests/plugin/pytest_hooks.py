@@ -53,10 +53,11 @@ from faithtests.plugin.options import (
     parse_options,
     run_config_of,
 )
+from faithtests.scorecard.gate_kinds import ThresholdError
 from faithtests.scorecard.model import InsufficientData, TestRecord
 from faithtests.scorecard.recording import Faith, FaithCheckFailed
 from faithtests.scorecard.scorecard import Scorecard, ScorecardError, read_scorecard
-from faithtests.scorecard.thresholds import ThresholdError, load_thresholds
+from faithtests.scorecard.thresholds import load_thresholds
 
 __all__ = ["MODELS_PROPERTY", "PROPERTY", "TEARDOWN_PROPERTY", "Controller", "baseline_file",
            "record_test_id", "suite_name"]

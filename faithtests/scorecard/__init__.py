@@ -9,6 +9,7 @@ table is built).
 from faithtests.scorecard.baseline import Comparison, Tolerance, compare
 from faithtests.scorecard.comparison_text import format_comparison
 from faithtests.scorecard.frames import LoadedScorecard, deltas_frame, load, load_many
+from faithtests.scorecard.gate_kinds import ThresholdError
 from faithtests.scorecard.model import (
     SCHEMA_VERSION,
     Exemplar,
@@ -25,7 +26,7 @@ from faithtests.scorecard.scorecard import (
     read_scorecard,
     write_scorecard,
 )
-from faithtests.scorecard.thresholds import ThresholdError, Thresholds, load_thresholds
+from faithtests.scorecard.thresholds import Thresholds, load_thresholds
 
 __all__ = [
     "SCHEMA_VERSION",

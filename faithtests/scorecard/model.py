@@ -170,6 +170,8 @@ class MetricResult:
     coverage: str | None = None  # why the check has no verdict (too little data, broken outputs)
     insufficient: bool = False  # too little data: INSUFFICIENT (passed is False), the reason in coverage
     per_item: ItemValues | None = None  # the items this metric is the mean of (paired comparison)
+    gate_kind: str | None = None  # "paper" / "floor" / "user" (thresholds.Threshold.kind), with a check
+    gate_note: str | None = None  # the paper gate's anchor, what a failed floor means, the user's file
 
     @property
     def key(self) -> tuple[str, str, str, str, str]:
@@ -251,6 +253,8 @@ class MetricResult:
             coverage=d.get("coverage"),
             insufficient=bool(d.get("insufficient", False)),
             per_item=ItemValues.from_json(d["per_item"]) if d.get("per_item") else None,
+            gate_kind=d.get("gate_kind"),
+            gate_note=d.get("gate_note"),
         )
 
 

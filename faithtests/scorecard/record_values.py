@@ -146,5 +146,14 @@ def failure_message(r: MetricResult, family: str | None, inf: float | None) -> s
         return f"{r.suite}/{r.metric}{sl} = {value}{paren} {verdict} [{labels}]"
     return (
         f"{r.suite}/{r.metric}{sl} = {value}{paren} fails {r.op} "
-        f"{fmt_number(r.threshold)} ({_gate_text(r)}) [{labels}]"
+        f"{fmt_number(r.threshold)} ({_gate_text(r)}) [{labels}]{kind_text(r)}"
     )
+
+
+def kind_text(r: MetricResult) -> str:
+    """`` (floor: a model ... )`` / `` (paper gate: IMAVB Table 1 ...)``: what kind of gate failed and
+    what that means; "" for a check without a declared kind."""
+    if not r.gate_kind:
+        return ""
+    word = {"paper": "paper gate", "floor": "floor", "user": "your threshold"}.get(r.gate_kind, r.gate_kind)
+    return f" ({word}: {r.gate_note})" if r.gate_note else f" ({word})"

@@ -17,6 +17,7 @@ from types import FrameType, TracebackType
 from typing import Any, Literal, cast
 
 from faithtests.scorecard.coverage import NONFINITE, coverage_problem, short_of_data
+from faithtests.scorecard.gate_kinds import ThresholdError
 from faithtests.scorecard.item_log import output_row
 from faithtests.scorecard.kinds import is_fatal
 from faithtests.scorecard.model import (
@@ -45,7 +46,7 @@ from faithtests.scorecard.record_values import (
     per_item_values,
     thumbnail_data_uri,
 )
-from faithtests.scorecard.thresholds import ResolvedThreshold, ThresholdError, Thresholds, higher_is_better
+from faithtests.scorecard.thresholds import ResolvedThreshold, Thresholds, higher_is_better
 
 __all__ = ["THUMBNAIL_SIDE", "Faith", "FaithCheckFailed", "FaithInsufficient", "MissingThresholdError",
            "ThresholdDirectionError", "fmt_number", "items_key", "json_safe", "thumbnail_data_uri"]
@@ -230,7 +231,10 @@ class Faith:
         r = self.record.results[idx]
         resolved = self.thresholds.lookup(self.suite, name, slice, self.families())
         op, threshold = self._threshold(r, resolved, op, threshold, where)
-        self.record.results[idx] = r = self._judged(r, op, threshold, min_n, unit)
+        r = self._judged(r, op, threshold, min_n, unit)
+        if resolved is not None and resolved.kind:
+            r = replace(r, gate_kind=resolved.kind, gate_note=resolved.note or None)
+        self.record.results[idx] = r
         family = resolved.family if resolved is not None else None
         inf = self._infinite.get((r.metric, r.slice, r.model, r.variant))
         if r.passed:

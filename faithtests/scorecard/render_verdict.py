@@ -94,8 +94,9 @@ def _add_results(by_col: _Columns, t: TestRecord, anchors: dict[Key, str], faili
             v.insufficient.append(Link(metric_label(r.metric, r.slice), anchors.get(r.key, ""),
                                        f"{r.suite}: {r.coverage or ''}"[:300]))
         elif r.passed is False:
+            kind = {"floor": " (floor)", "paper": " (paper gate)"}.get(r.gate_kind or "", "")
             failing[Column(r.model, r.variant)].append(
-                (metric_label(r.metric, r.slice), anchors.get(r.key, ""), r.suite, t))
+                (metric_label(r.metric, r.slice) + kind, anchors.get(r.key, ""), r.suite, t))
 
 
 def _add_outcome(by_col: _Columns, t: TestRecord, suite_anchor: dict[str, str]) -> None:

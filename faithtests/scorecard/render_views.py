@@ -38,6 +38,8 @@ class Cell:
     status: str = "none"  # pass | fail | insufficient | none
     inconclusive: bool = False  # the CI straddles the threshold (see MetricResult.inconclusive)
     detectable: str = ""  # ±(smallest distance from the threshold the check's n resolves)
+    kind: str = ""  # paper | floor | user: what kind of gate the threshold is (thresholds.toml)
+    kind_note: str = ""  # its anchor, what a failure means, or the user's file
     delta: str = ""
     delta_class: str = ""  # better | worse | same | new
     baseline_value: str = ""
@@ -132,6 +134,7 @@ def cell(r: MetricResult, d: MetricDelta | None) -> Cell:
         c.n = str(r.n)
     if r.threshold is not None and r.op is not None:
         c.threshold = f"{r.op} {fmt(r.threshold)}" + (" (CI)" if r.gate == "ci" else "")
+        c.kind, c.kind_note = r.gate_kind or "", r.gate_note or ""
     c.status = r.verdict or "none"
     c.inconclusive = bool(r.inconclusive)
     c.detectable = "" if r.detectable_diff is None else f"±{fmt(r.detectable_diff)}"

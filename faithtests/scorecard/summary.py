@@ -61,6 +61,8 @@ def _row(r: MetricResult, dataset: str) -> list[str]:
     ci = f" [{_num(r.ci[0])}, {_num(r.ci[1])}]" if r.ci else (f" [CI {r.ci_note}]" if r.ci_note else "")
     value = _num(r.value) + ci
     threshold = f"{r.op} {_num(r.threshold)}" if r.op is not None else ""
+    if threshold and r.gate_kind:  # paper gate, floor or the user's own value (suites/thresholds.toml)
+        threshold += f" {r.gate_kind}"
     metric = r.metric + (f"[{r.slice}]" if r.slice else "")
     n = "" if r.n is None else str(r.n)
     detect = "" if r.detectable_diff is None else f"±{_num(r.detectable_diff)}"
@@ -136,7 +138,8 @@ def _insufficient_names(model: str, checks: list[MetricResult], stuck: Mapping[s
 def _model_line(model: str, results: Sequence[MetricResult], regressions: Sequence[MetricDelta],
                 stuck: Mapping[str, TestRecord]) -> str:
     checks = [r for r in results if r.passed is not None and r.model == model]
-    failed = [_name(r.suite, r.metric, r.slice, r.variant) for r in checks if r.verdict == "fail"]
+    failed = [_name(r.suite, r.metric, r.slice, r.variant) + (f" ({r.gate_kind})" if r.gate_kind else "")
+              for r in checks if r.verdict == "fail"]
     short = _insufficient_names(model, checks, stuck)
     regs = [_name(d.suite, d.metric, d.slice, d.variant) for d in regressions if d.model == model]
     parts = [f"{what} {len(names)}: {', '.join(names)}" for what, names in
@@ -202,12 +205,17 @@ def _comparison_lines(sc: Scorecard, comparison: Comparison, full: bool) -> list
 
 def legend_lines(sc: Scorecard, results: Sequence[MetricResult]) -> list[str]:
     """One line per metric with a failing or insufficient check: what it means, its direction and its
-    paper (the scorecard's glossary). A metric without a definition is named by the run's note."""
+    paper (the scorecard's glossary; a metric without a definition is named by the run's note); then one
+    line per failed floor: what that failure means (suites/thresholds.toml ``means``)."""
     names = sorted({base_name(r.metric) for r in results if r.verdict in ("fail", "insufficient")})
     terms = [t for t in (term_for(n, sc.glossary) for n in names) if t is not None]
-    if not terms:
+    floors = sorted({(_name(r.suite, r.metric, r.slice, "base"), r.gate_note or "") for r in results
+                     if r.verdict == "fail" and r.gate_kind == "floor"})
+    if not terms and not floors:
         return []
-    return ["what the failing metrics mean (faithtests explain METRIC):"] + [f"  {t.legend()}" for t in terms]
+    return (["what the failing metrics mean (faithtests explain METRIC):"]
+            + [f"  {t.legend()}" for t in terms]
+            + [f"  floor {name} (no paper row measures it) failed: {note}" for name, note in floors])
 
 
 def summary_lines(sc: Scorecard, written: Sequence[Path], comparison: Comparison | None,

@@ -25,6 +25,14 @@ Format (one table per suite; a key is a metric, or ``metric[slice]`` for one sli
 * ``op`` says the metric's direction (``>=``/``>``: higher is better). A user file may move a value but
   not flip the default's direction (a ``>=`` on a lower-is-better metric passes worse models); a check
   also refuses an op that contradicts how the metric was recorded (``higher_is_better``).
+* Kinds (default file): ``kind = "paper"`` is a *paper gate*: ``anchor`` names the table (and answer
+  mode, subset, shuffling, judge) whose rows measure the same quantity, and ``pass`` / ``fail`` quote
+  those rows (model = value; ``"MODEL @FAMILY"`` is checked at that family's value): a test applies the
+  gate to each and asserts the verdict. ``kind = "floor"`` is a *sanity floor*: no paper row measures
+  the quantity; it is calibrated so that random and one-answer models fail, and ``means`` says what a
+  failure means. ``family_kind`` gives a family its own kind (a VLM scorer's calibrated value of a paper
+  gate is a floor). Results carry the kind and its note (``gate_kind``, ``gate_note``); an entry a user
+  file changed is of kind ``user`` (its value is no longer the default's anchor).
 * ``[coverage]`` (a reserved table, not a suite) sets when a run has enough data for a verdict:
   ``min_valid_fraction`` (share of a test's inputs that must be valid) and ``min_n`` (least ``n`` of a
   checked metric), with per-suite tables (``[coverage.invariance]``) overriding them.
@@ -34,7 +42,6 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import math
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -42,17 +49,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from faithtests.scorecard.gate_kinds import (
+    KIND_FIELDS,
+    USER_KIND,
+    PaperRow,
+    ThresholdError,
+    kind_fields,
+    number,
+)
 from faithtests.scorecard.model import OPS, Op
 
 _KEY = re.compile(r"^(?P<metric>[^\[\]]+)(?:\[(?P<slice>[^\[\]]+)\])?$")
 _FIELDS = ("op", "value", "family")
-_DEFAULT_FIELDS = (*_FIELDS, "slices")
+#: The default file also says what kind of gate each entry is (module docstring, "Kinds").
+_DEFAULT_FIELDS = (*_FIELDS, "slices", *KIND_FIELDS)
 COVERAGE = "coverage"  # the reserved table of coverage rules
 _COVERAGE_FIELDS = ("min_valid_fraction", "min_n")
-
-
-class ThresholdError(ValueError):
-    """A thresholds file that cannot be used; the message names the file and the key."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,11 @@ class Threshold:
     family: Mapping[str, float] = field(default_factory=dict)
     source: str = ""  # the file that set it last
     slices: tuple[str, ...] = ()  # declared slices (metric entries of the default file only)
+    kind: str = ""  # "paper", "floor", "user" (a user file moved it); "" when the file does not say
+    family_kind: Mapping[str, str] = field(default_factory=dict)  # a family's own kind
+    anchor: str = ""  # paper gates: the table (and mode) whose rows measure the same quantity
+    means: str = ""  # floors: what a failure means
+    rows: tuple[PaperRow, ...] = ()  # paper gates: the quoted rows and their verdicts
 
     def value_for(self, families: Iterable[str] = ()) -> tuple[float, str | None]:
         """The value for the first candidate family that has its own entry, else the default value."""
@@ -72,6 +89,13 @@ class Threshold:
             if v is not None:
                 return v, fam.lower()
         return self.value, None
+
+    def kind_for(self, family: str | None) -> tuple[str, str]:
+        """(kind, note) of the gate at ``family``'s value: the note is the anchor of a paper gate, what a
+        failure means for a floor, the file of a user's value."""
+        kind = self.family_kind.get(family, self.kind) if family else self.kind
+        note = {"paper": self.anchor, "floor": self.means, USER_KIND: f"set in {self.source}"}.get(kind, "")
+        return kind, note
 
 
 @dataclass(frozen=True)
@@ -83,6 +107,8 @@ class ResolvedThreshold:
     family: str | None
     source: str
     key: str  # the key that matched: "PR[color]" or "PR"
+    kind: str = ""  # Threshold.kind_for
+    note: str = ""
 
 
 def higher_is_better(op: Op) -> bool:
@@ -160,17 +186,13 @@ class Thresholds:
             t = entries.get(key)
             if t is not None:
                 value, fam = t.value_for(fams)
-                return ResolvedThreshold(op=t.op, value=value, family=fam, source=t.source, key=key)
+                kind, note = t.kind_for(fam)
+                return ResolvedThreshold(op=t.op, value=value, family=fam, source=t.source, key=key,
+                                         kind=kind, note=note)
         return None
 
     def describe_files(self) -> str:
         return ", ".join(self.files) if self.files else "no thresholds file"
-
-
-def _number(x: object, where: str) -> float:
-    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(float(x)):
-        raise ThresholdError(f"{where}: value {x!r} is not a finite number")
-    return float(x)
 
 
 def _op(x: object, where: str) -> Op:
@@ -193,7 +215,7 @@ def _slices(x: object, key: str, where: str) -> tuple[str, ...]:
 def _family(x: object, where: str) -> dict[str, float]:
     if not isinstance(x, dict):
         raise ThresholdError(f"{where}: family must be a table of family = value, got {x!r}")
-    return {str(k).lower(): _number(v, f"{where}: family.{k}") for k, v in x.items()}
+    return {str(k).lower(): number(v, f"{where}: family.{k}") for k, v in x.items()}
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -221,7 +243,7 @@ def _coverage_fields(spec: object, where: str, base: CoverageRule) -> CoverageRu
                              f"{', '.join(_COVERAGE_FIELDS)})" + _did_you_mean(unknown[0], _COVERAGE_FIELDS))
     rule = base
     if "min_valid_fraction" in spec:
-        f = _number(spec["min_valid_fraction"], f"{where}.min_valid_fraction")
+        f = number(spec["min_valid_fraction"], f"{where}.min_valid_fraction")
         if not 0.0 <= f <= 1.0:
             raise ThresholdError(f"{where}: min_valid_fraction {f!r} is not in [0, 1]")
         rule = replace(rule, min_valid_fraction=f)
@@ -292,12 +314,14 @@ def parse_defaults(data: dict[str, Any], source: str) -> Thresholds:
         if not isinstance(spec, dict) or "op" not in spec or "value" not in spec:
             raise ThresholdError(f"{where}: needs {{ op = \">=\", value = ... }}, got {spec!r}")
         _check_fields(spec, where, _DEFAULT_FIELDS)
+        family = _family(spec.get("family", {}), where)
         table.setdefault(suite, {})[key] = Threshold(
             op=_op(spec["op"], where),
-            value=_number(spec["value"], where),
-            family=_family(spec.get("family", {}), where),
+            value=number(spec["value"], where),
+            family=family,
             source=source,
             slices=_slices(spec["slices"], key, where) if "slices" in spec else (),
+            **kind_fields(spec, family, where),
         )
     coverage = Thresholds().coverage_rules()
     if COVERAGE in data:
@@ -376,10 +400,11 @@ def merge_user(base: Thresholds, data: dict[str, Any], source: str) -> Threshold
                     "which way is better"
                 )
         if "value" in spec:
-            new = replace(new, value=_number(spec["value"], where))
+            new = replace(new, value=number(spec["value"], where))
         if "family" in spec:
             new = replace(new, family={**old.family, **_family(spec["family"], where)})
-        table[suite][key] = replace(new, source=source)
+        # the user's value is not the default's anchor any more: its kind says so
+        table[suite][key] = replace(new, source=source, kind=USER_KIND, family_kind={})
     coverage = base.coverage_rules()
     if COVERAGE in data:
         coverage = _parse_coverage(data[COVERAGE], source, table, coverage)

@@ -14,7 +14,8 @@ from faithtests.scorecard.model import InvalidCount, MetricResult, TestRecord
 from faithtests.scorecard.recording import Faith, FaithCheckFailed, FaithInsufficient, ThresholdDirectionError
 from faithtests.scorecard.scorecard import Scorecard
 from faithtests.scorecard.summary import summary_lines
-from faithtests.scorecard.thresholds import ThresholdError, Thresholds, load_thresholds
+from faithtests.scorecard.gate_kinds import ThresholdError
+from faithtests.scorecard.thresholds import Thresholds, load_thresholds
 from faithtests.stats import bootstrap_ci, cluster_bootstrap_ci
 
 DEFAULTS = """

@@ -252,6 +252,7 @@ def test_shipped_defaults_declare_exactly_the_checked_slices() -> None:
     """What the suites check on a slice (faith.check(..., slice=...)) is what a user file may set; the
     mirror is kept here (from the names the LGIP fixtures build slices with) so a new slice check, or a
     typo in the file, fails loudly."""
+    from faithtests.protocols.acbench.records import CONFLICT_SUBSETS
     from faithtests.protocols.lgip.fixtures import (
         BIN_SCHEME_CHOICES,
         FLIP_CASES,
@@ -272,6 +273,10 @@ def test_shipped_defaults_declare_exactly_the_checked_slices() -> None:
         | {bin_slice(scheme, b) for scheme in BIN_SCHEME_CHOICES for b in STRENGTH_BINS},
         ("flip_sensitivity", "AB_accuracy"): {"orig", "swap"},
         ("premise_rejection", "Bal"): {"vision only"},
+        ("premise_rejection", "rejection_gap"): {"vision", "audio"},
+        ("affective_conflict", "P_img"): set(CONFLICT_SUBSETS),
+        ("affective_conflict", "TBR"): set(CONFLICT_SUBSETS),
+        ("difference_consistency", "false_alarm_rate"): {"subset=identical"},
         ("difference_consistency", "contradiction_rate"): {f"difficulty={d}"
                                                            for d in ("easy", "medium", "hard")},
         ("difference_consistency", "DS_exist"): {"subset=multi"},
@@ -284,13 +289,17 @@ def test_shipped_pr_slice_defaults_and_no_floor_at_chance() -> None:
     th = load_thresholds(SHIPPED, default_required=True)
     expected = {"number": 0.63, "color": 0.70, "object": 0.80, "combined": 0.70, "bin=weak": 0.52,
                 "paper_bin=weak": 0.52, "pooled_bin=weak": 0.52, "paper_bin=strong": 0.85,
-                "pooled_bin=strong": 0.85}
+                "pooled_bin=strong": 0.85, "bin=medium": 0.70, "bin=strong": 0.70, "paper_bin=medium": 0.70,
+                "pooled_bin=medium": 0.70}
     for sl, value in expected.items():
         r = th.lookup("flip_sensitivity", "PR", sl)
         assert r is not None and (r.key, r.value) == (f"PR[{sl}]", value)
-    for sl in ("bin=medium", "bin=strong", "paper_bin=medium"):  # declared, at the metric's value
+    # the bins no paper table cuts (within-type, pooled) are floors; Table 5's bins are paper gates
+    kinds = {sl: th.lookup("flip_sensitivity", "PR", sl).kind for sl in expected if "bin=" in sl}  # type: ignore[union-attr]
+    assert kinds == {sl: "paper" if sl.startswith("paper_bin") else "floor" for sl in kinds}
+    for sl in ("bin=medium", "bin=strong", "paper_bin=medium"):  # the siglip family value
         r = th.lookup("flip_sensitivity", "PR", sl, families=["siglip"])
-        assert r is not None and (r.key, r.value) == ("PR", 0.55)
+        assert r is not None and (r.key, r.value) == (f"PR[{sl}]", 0.55)
     # strict PR: a coin flip gets 0.5, so no PR value or family value may be at or below it
     for key, t in th.entries("flip_sensitivity").items():
         if split_key(key)[0] == "PR":

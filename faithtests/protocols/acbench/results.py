@@ -40,8 +40,8 @@ class Row:
 
 
 def where(subset: str | None, mode: str) -> str | None:
-    """The slice of a result: the subset, and the answer mode unless it is the default."""
-    parts = [p for p in (subset, None if mode == "constrained" else f"mode={mode}") if p]
+    """The slice of a result: the subset, and the answer mode unless it is the paper's (generation)."""
+    parts = [p for p in (subset, None if mode == "generation" else f"mode={mode}") if p]
     return ", ".join(parts) or None
 
 

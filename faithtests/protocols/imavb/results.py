@@ -16,7 +16,9 @@ from numpy.typing import NDArray
 
 from faithtests.protocols.imavb.metrics import TIE, SplitScores, answers, correct, split_scores, tie_count
 from faithtests.protocols.imavb.pgla import PGLAResult, bal_of, side_accuracy
+from faithtests.protocols.imavb.records import modality
 from faithtests.protocols.imavb.run import ChoiceRun
+from faithtests.stats import cluster_bootstrap_ci
 
 
 def item_correct(run: ChoiceRun) -> NDArray[np.bool_]:
@@ -93,3 +95,31 @@ def stimuli(run: ChoiceRun, rows: Sequence[int] | NDArray[np.int64] | None = Non
     """The distinct stimuli of ``rows`` (default: all records)."""
     idx = range(len(run.records)) if rows is None else rows
     return {run.records[int(i)].stimulus_id for i in idx}
+
+
+@dataclass(frozen=True)
+class RejectionGap:
+    """How much more often a modality's misleading questions are rejected (E or F) than its standard ones,
+    paired per stimulus: mean over stimuli of (share of shuffled answers rejecting the misleading question
+    − the same share on the standard question), its CI over stimuli, and the number of stimuli."""
+
+    value: float
+    ci: tuple[float, float]
+    n: int
+
+
+def rejection_gap(run: ChoiceRun, kind: str, *, n_resamples: int, seed: int) -> RejectionGap | None:
+    """:class:`RejectionGap` of modality ``kind`` ("vision" / "audio") over the stimuli that have both of
+    its questions; None when none has. A model that rejects whatever the premise (the deaf twin answering
+    F to every audio question, an always-E policy) has a gap near 0; one that never rejects, exactly 0."""
+    rejects = np.isin(answers(run.logits[:, 1:]), (4, 5)).mean(axis=1)  # per record, over the K shuffles
+    by: dict[str, dict[bool, list[float]]] = {}
+    for r, x in zip(run.records, rejects, strict=True):
+        if modality(r.split) == kind:
+            by.setdefault(r.stimulus_id, {}).setdefault(r.misleading, []).append(float(x))
+    diffs = {s: np.mean(d[True]) - np.mean(d[False]) for s, d in by.items() if True in d and False in d}
+    if not diffs:
+        return None
+    values = np.array(list(diffs.values()), dtype=np.float64)
+    ci = cluster_bootstrap_ci(values, list(diffs), n_resamples=n_resamples, seed=seed)
+    return RejectionGap(float(values.mean()), (float(ci[0]), float(ci[1])), len(values))

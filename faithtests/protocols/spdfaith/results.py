@@ -99,7 +99,9 @@ class Symmetric:
 
 def symmetric(recs: Sequence[DiffRecord], ans: Answers, rows: list[int], boot: Boot) -> Symmetric:
     """Contradiction rate (Table 2), CR and CR_clip (Eqs. 12-13 normalised as Fig. 34), DS_exist (§3,
-    Tables 3 / 10; edited pairs only) and both Yes rates, on every slice of the answered ``rows``."""
+    Tables 3 / 10; edited pairs only), its mirror on the identical pairs ``false_alarm_rate`` (No to
+    "same?" and Yes to "different?" where nothing changed) and both Yes rates, on every slice of the
+    answered ``rows``."""
     ps, pd = ans.p_yes_same[rows], ans.p_yes_diff[rows]
     contradiction = contradictions(ans, rows)
     raw = cr_weights(ans, rows)
@@ -123,6 +125,11 @@ def symmetric(recs: Sequence[DiffRecord], ans: Answers, rows: list[int], boot: B
         if on:
             e = exist[on]
             out.append(Row("DS_exist", float(e.mean()), len(on), boot.ci(e, [stim[j] for j in on]), where))
+        off = [j for j in pos if not edited[j]]  # the identical-pair control (§3): a difference "found"
+        if off:                                  # where there is none, under both questions
+            f = exist[off]
+            out.append(Row("false_alarm_rate", float(f.mean()), len(off), boot.ci(f, [stim[j] for j in off]),
+                           where, False))
         for name, p in (("yes_rate_same", ps[pos]), ("yes_rate_different", pd[pos])):
             y = (p > 0.5).astype(np.float64)
             out.append(Row(name, float(y.mean()), len(pos), boot.ci(y, cl), where))

@@ -25,6 +25,9 @@ TERMS: tuple[MetricTerm, ...] = (
     MetricTerm("DS_exist", "Share of edited image pairs where the model says the pictures are not the same "
                "and are different: it notices that a difference exists.",
                "higher", "share of edited pairs", PAPER, "§3, Tables 3, 10"),
+    MetricTerm("false_alarm_rate", "Share of identical image pairs where the model says the pictures are not "
+               "the same and are different: a difference reported where there is none.",
+               "lower", "share of identical pairs", PAPER, "§3 (identical-pair control)"),
     MetricTerm("yes_rate_same", "Share of pairs answered 'yes' to 'Are the two pictures the same?'.",
                "none", _PAIRS, PAPER, "Fig. 11"),
     MetricTerm("yes_rate_different", "Share of pairs answered 'yes' to 'Are the two pictures different?'.",

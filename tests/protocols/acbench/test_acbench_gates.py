@@ -46,7 +46,7 @@ def test_reference_vlm_passes_every_affective_gate(ac_card: Any) -> None:
     assert value(results, "aligned_acc") > 0.9
     for s in SUBSETS:  # every subset recorded with a CI, in both answer modes and both variants
         for variant in ("base", "cecs"):
-            for where in (s, f"{s}, mode=generation"):
+            for where in (s, f"{s}, mode=constrained"):
                 assert 0.0 <= value(results, "P_img", variant, where) <= 1.0
                 assert _ci(results, "P_img", variant, where) is not None
     # the benchmark's validity check: both signals recognisable alone
@@ -55,14 +55,18 @@ def test_reference_vlm_passes_every_affective_gate(ac_card: Any) -> None:
 
 def test_textbiased_vlm_fails_the_image_and_text_bias_gates(ac_card: Any) -> None:
     """reference:vlm-textbiased follows the description: P_img and TBR fail on the base variant in the
-    default answer mode, and only there (CECS and generation are recorded, not gated); it is right on
-    aligned records, so the aligned gate passes (it cannot tell a text follower from a faithful model)."""
+    paper's answer mode (generation), per subset, and only there (CECS and the constrained mode are
+    recorded, not gated); it is right on aligned records, so the aligned gate passes (it cannot tell a
+    text follower from a faithful model)."""
     outcomes, results, _ = ac_card("reference:vlm-textbiased")
     failed = sorted(t for t, o in outcomes.items() if o != "passed")
     assert failed == [
-        "test_conflict_shares[world-reference:vlm-textbiased-constrained-base]",
-        "test_text_bias_ratio[world-reference:vlm-textbiased-constrained-base]",
+        "test_conflict_shares[world-reference:vlm-textbiased-generation-base]",
+        "test_text_bias_ratio[world-reference:vlm-textbiased-generation-base]",
     ], outcomes
+    gated = {(r["metric"], r["slice"]): r for r in results if r["passed"] is not None}
+    assert gated[("P_img", "S-Opp")]["passed"] is False and gated[("TBR", "S-Opp")]["passed"] is False
+    assert {r["gate_kind"] for r in gated.values()} == {"paper"}
     assert value(results, "P_img") < 0.3 and value(results, "TBR") > 0.7
     assert value(results, "TBR", slice="S-Opp") > 0.9
     assert value(results, "aligned_acc") > 0.9

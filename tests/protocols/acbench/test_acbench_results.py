@@ -40,14 +40,14 @@ RECS = [
 
 
 def _answers(pred: list[str | None]) -> Answers:
-    return Answers("constrained", [r.item_id for r in RECS], pred, [None] * len(pred))
+    return Answers("generation", [r.item_id for r in RECS], pred, [None] * len(pred))
 
 
 def test_where_names_the_subset_and_a_non_default_mode() -> None:
-    assert where(None, "constrained") is None
-    assert where("S-Opp", "constrained") == "S-Opp"
-    assert where("S-Opp", "generation") == "S-Opp, mode=generation"
-    assert where(None, "generation") == "mode=generation"
+    assert where(None, "generation") is None  # the paper's answer mode is the unlabelled one
+    assert where("S-Opp", "generation") == "S-Opp"
+    assert where("S-Opp", "constrained") == "S-Opp, mode=constrained"
+    assert where(None, "constrained") == "mode=constrained"
 
 
 def test_shares_and_tbr_per_subset_by_hand() -> None:
@@ -59,14 +59,14 @@ def test_shares_and_tbr_per_subset_by_hand() -> None:
     assert rows == [1, 3, 4]
     assert onehot.tolist() == [[0, 1, 0], [1, 0, 0], [0, 0, 1]]
     assert groups(RECS, rows) == [(None, [0, 1, 2]), ("S-Opp", [0, 1]), ("O-Obj", [2])]
-    got = {(r.name, r.slice): r for r in share_rows(RECS, ans, "constrained", BOOT)}
+    got = {(r.name, r.slice): r for r in share_rows(RECS, ans, "generation", BOOT)}
     assert got["P_img", None].value == pytest.approx(1 / 3)
     assert got["P_txt", None].value == pytest.approx(1 / 3)
     assert got["P_oth", None].value == pytest.approx(1 / 3)
     assert got["P_img", "S-Opp"].value == 0.5 and got["P_oth", "O-Obj"].value == 1.0
     assert got["P_img", None].higher_is_better and not got["P_txt", None].higher_is_better
     tbr = {subset: row for subset, row in tbr_rows(RECS, ans, "generation", BOOT)}
-    assert tbr[None].value == pytest.approx(0.5) and tbr[None].slice == "mode=generation"
+    assert tbr[None].value == pytest.approx(0.5) and tbr[None].slice is None  # generation: unlabelled
     assert tbr["S-Opp"].value == pytest.approx(0.5)
     assert math.isnan(tbr["O-Obj"].value) and tbr["O-Obj"].ci is None
 
@@ -74,7 +74,7 @@ def test_shares_and_tbr_per_subset_by_hand() -> None:
 def test_accuracy_rows_per_subset_and_deltas_by_hand() -> None:
     hit = hits(["amusement", None, "fear", "x", "y"], [r.image_emotion for r in RECS])
     assert hit.tolist() == [1, 0, 1, 0, 0]
-    rows = accuracy_rows("acc", hit, RECS, "constrained", BOOT, ("aligned", "S-Opp", "O-Beh"))
+    rows = accuracy_rows("acc", hit, RECS, "generation", BOOT, ("aligned", "S-Opp", "O-Beh"))
     assert [(r.slice, r.value, r.n) for r in rows] == [(None, 0.4, 5), ("aligned", 1.0, 2), ("S-Opp", 0.0, 2)]
     base = _answers(["amusement", "sadness", "sadness", "fear", "amusement"])
     cecs = _answers(["amusement", "amusement", "fear", "fear", "fear"])

@@ -1,9 +1,9 @@
 """Both sides of the audio gates on the bundled omni references, run as a user would (``pytest
 suites/test_premise_rejection.py --faith-vlm reference:omni[-deaf]`` in a subprocess) and read back from
-the scorecard: the omni reference that hears passes std_a, mis_a and the full Bal (Eq. 1); its deaf twin
-(audio input masked in a short fine-tune) fails an audio gate (mis_a or std_a) and still passes the
-vision gates. Only the
-accuracy and Bal tests run, on the first ``LIMIT`` clips, to stay near a minute per model on 2 cores."""
+the scorecard: the omni reference that hears passes std_a, mis_a, the full Bal (Eq. 1) and both rejection
+gaps; its deaf twin (audio input masked in a short fine-tune) fails an audio gate (mis_a or std_a) and the
+audio rejection gap (a floor: beyond std_a), and still passes the vision gates. Only the accuracy and Bal
+tests run, on the first ``LIMIT`` clips, to stay near a minute per model on 2 cores."""
 
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ def card(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return get
 
 
-def _checked(results: list[dict[str, Any]], metric: str) -> dict[str, Any]:
-    (row,) = [r for r in results if r["metric"] == metric and r["variant"] == "base" and r["slice"] is None
+def _checked(results: list[dict[str, Any]], metric: str, slice: str | None = None) -> dict[str, Any]:
+    (row,) = [r for r in results if r["metric"] == metric and r["variant"] == "base" and r["slice"] == slice
               and r["threshold"] is not None]
     return row
 
@@ -47,6 +47,8 @@ def test_the_omni_reference_passes_std_a_mis_a_and_the_full_bal(card: Any) -> No
     assert len(base) == 5 and all(o == "passed" for o in base.values()), outcomes
     for metric in ("std_v", "mis_v", "std_a", "mis_a", "Bal"):
         assert _checked(results, metric)["passed"], _checked(results, metric)
+    for kind in ("vision", "audio"):
+        assert _checked(results, "rejection_gap", kind)["passed"], _checked(results, "rejection_gap", kind)
     # the full Eq. 1 over the four splits, not the vision-only slice
     acc = {m: value(results, m) for m in ("std_v", "mis_v", "std_a", "mis_a")}
     bal = 0.5 * ((acc["std_v"] + acc["std_a"]) / 2 + (acc["mis_v"] + acc["mis_a"]) / 2)
@@ -73,6 +75,10 @@ def test_the_deaf_twin_fails_the_audio_gates_and_passes_the_vision_gates(card: A
     # rejections that follow the audio premise: share of E/F answers, misleading minus standard
     assert _rejection_gap(heard) > 0.15, _rejection_gap(heard)
     assert _rejection_gap(results) < 0.1, _rejection_gap(results)
+    # ... the floor that gates it, paired per clip: the twin fails it, beyond std_a
+    gap = _checked(results, "rejection_gap", "audio")
+    assert gap["verdict"] == "fail" and gap["gate_kind"] == "floor", gap
+    assert _checked(results, "rejection_gap", "vision")["passed"]
 
 
 def _rejection_gap(results: list[dict[str, Any]]) -> float:

@@ -30,7 +30,8 @@ MULTI_DRF = f"subset=multi, judge={JUDGE}"
 LEVELS = ("difficulty=easy", "difficulty=medium", "difficulty=hard")
 #: Every gate the suite checks on the world's defaults, (metric, slice) -> its paper row (thresholds.toml).
 GATES = {("contradiction_rate", lv) for lv in LEVELS} | {
-    ("DS_exist", "subset=multi"), ("DS_count", None), ("DS_count", "subset=multi"), ("DRF", MULTI_DRF)}
+    ("DS_exist", "subset=multi"), ("false_alarm_rate", "subset=identical"), ("DS_count", None),
+    ("DS_count", "subset=multi"), ("DRF", MULTI_DRF)}
 
 
 def gate_verdicts(results: list[dict[str, Any]]) -> dict[tuple[str, str | None], bool]:
@@ -52,7 +53,8 @@ def test_reference_vlm_passes_every_difference_gate(spd_card: Any) -> None:
     assert set(verdicts) == GATES and all(verdicts.values()), verdicts
     assert all(value(results, "contradiction_rate", slice=lv) <= 0.05 for lv in LEVELS)
     assert value(results, "DS_exist", slice="subset=multi") >= 0.9 and value(results, "DS_count") >= 0.8
-    assert value(results, "DRF", slice=MULTI_DRF) >= 0.25
+    assert value(results, "DRF", slice=MULTI_DRF) >= 0.19  # seeds 0-9: 0.198-0.347 (floor 0.12)
+    assert value(results, "false_alarm_rate", slice="subset=identical") <= 0.05
     # recorded, not gated: CR normalised to [0, 1] (Fig. 34), the multi / identical contradiction slices,
     # the public code's CF1
     assert value(results, "CR") >= 0.9 and 0.0 <= value(results, "CR_clip") <= 1.0
@@ -93,16 +95,17 @@ def test_sameprior_twin_fails_the_consistency_gates_only(spd_card: Any) -> None:
 def test_a_degraded_counter_and_namer_fails_exactly_ds_count_and_drf(spd_card: Any) -> None:
     """The diffblind degradation of reference:vlm (``faithtests.testing.spd_degraded``): its same /
     different answers are the reference's, every count the reference gets right is swapped for a wrong
-    one in 1..6, and it names random objects. DS_count (overall and multi) and DRF fail; contradiction
-    at every difficulty and DS_exist pass, with the reference's values."""
+    one in 1..6, and it names random objects. DS_count overall and DRF fail (its multi-pair counts,
+    0.551, clear the multi floor that exists for a constant count: the overall floor catches it);
+    contradiction at every difficulty, DS_exist and the false-alarm floor pass, with the reference's
+    values."""
     outcomes, results, _ = spd_card(DIFFBLIND)
     failed = sorted(t for t, o in outcomes.items() if o != "passed")
     assert [t.split("[")[0] for t in failed] == ["test_difference_count", "test_difference_naming"], outcomes
     assert all(t.endswith("-base]") for t in failed), failed
     verdicts = gate_verdicts(results)
     assert set(verdicts) == GATES, verdicts
-    assert {k for k, ok in verdicts.items() if not ok} == {
-        ("DS_count", None), ("DS_count", "subset=multi"), ("DRF", MULTI_DRF)}
+    assert {k for k, ok in verdicts.items() if not ok} == {("DS_count", None), ("DRF", MULTI_DRF)}
     _, ref, _ = spd_card("reference:vlm")
     for lv in LEVELS:
         assert value(results, "contradiction_rate", slice=lv) == value(ref, "contradiction_rate", slice=lv)

@@ -75,6 +75,20 @@ def test_symmetric_by_hand() -> None:
     assert got["DS_exist", None].value == pytest.approx(2 / 3) and got["DS_exist", None].n == 3
     assert ("DS_exist", "subset=identical") not in got
     assert got["yes_rate_same", None].value == 0.5
+    # the identical-pair control: pair 3 said Yes to "same?" and No to "different?": no false alarm
+    alarm = got["false_alarm_rate", "subset=identical"]
+    assert alarm.value == 0.0 and alarm.n == 1 and not alarm.higher_is_better
+    assert ("false_alarm_rate", "subset=single") not in got  # defined on identical pairs only
+
+
+def test_false_alarm_rate_by_hand() -> None:
+    """The identical pair answered No to "same?" and Yes to "different?" (DS_exist's success on an
+    edited pair) is a false alarm: false_alarm_rate over the one identical pair = 1; the edited pairs'
+    answers do not enter it."""
+    ans = _answers([0.1, 0.9, 0.2, 0.3], [0.9, 0.9, 0.7, 0.6], [1, 1, 2, 1], [None] * 4)
+    got = {(r.name, r.slice): r for r in symmetric(RECS, ans, answered(ans), BOOT).metrics}
+    assert got["false_alarm_rate", None].value == 1.0 and got["false_alarm_rate", None].n == 1
+    assert got["false_alarm_rate", "subset=identical"].value == 1.0
 
 
 def test_counts_naming_and_sage_by_hand() -> None:
