@@ -24,6 +24,10 @@ import pytest
 from faithtests.testing.families import VLM_FAMILIES  # torch-free at import
 from faithtests.testing.suite_run import run_small_default
 
+#: The seed sweep (tests/seeds: ten default runs and their twins, ~25 min) runs once in CI, by itself:
+#: ``FAITH_SEED_SWEEP=1 pytest tests/seeds -n 2`` (.ci/run); ``pytest tests/`` leaves it out.
+collect_ignore = [] if os.environ.get("FAITH_SEED_SWEEP") else ["seeds"]
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 pytest_plugins = ["pytester"]

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from faithtests.models.audio_window import audio_window_s
 from faithtests.models.capabilities import describe_layers, patch_grid_support
 from faithtests.models.errors import UnsupportedModelError
 from faithtests.models.hooks import register_attention
@@ -74,13 +75,14 @@ def describe_vlm(model: Any, processor: Any) -> dict[str, Any]:
     return {"num_layers": len(decoder_layers(model)), "image_token": image_token_id(model.config),
             "context": getattr(text_config, "max_position_embeddings", None),
             "model_type": str(model.config.model_type), "architecture": type(model).__name__,
-            "lens": lens_support(model), "lacks": model_lacks(model, processor)}
+            "lens": lens_support(model), "lacks": model_lacks(model, processor),
+            "audio_window_s": audio_window_s(processor, model.config)}
 
 
 #: Every key :func:`describe_vlm` writes: a stored description lacking one is from an older version and
 #: is not trusted (the model loads and is described afresh).
 DESCRIPTION_KEYS = frozenset({"num_layers", "image_token", "context", "model_type", "architecture", "lens",
-                              "lacks"})
+                              "lacks", "audio_window_s"})
 
 #: The probe image of :func:`model_lacks` (square: a model with a patch grid makes it a square one).
 PROBE_SIZE = (224, 224)

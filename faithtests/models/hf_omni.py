@@ -41,14 +41,15 @@ from faithtests.models.store import TEXT_CODEC
 OMNI_MODEL_TYPES = frozenset({"qwen2_5_omni_thinker", "qwen3_omni_moe_thinker", *THINKERS, "gemma3n"})
 #: Families without a video input: a clip's frames go in as images.
 FRAMES_AS_IMAGES = frozenset({"gemma3n"})
-#: Longest audio a family hears whole, in seconds (Gemma 3n's feature extractor cuts at 480,000 samples).
+#: Longest audio a family hears whole, in seconds, where its processor does not say (Gemma 3n's feature
+#: extractor cuts at 480,000 samples); the others' window is found at load (:mod:`.audio_window`).
 AUDIO_WINDOW_S = {"gemma3n": 30.0}
 
 
-def as_family_input(prompt: Prompt, model_type: str) -> Prompt:
+def as_family_input(prompt: Prompt, model_type: str, window: float | None = None) -> Prompt:
     """``prompt`` as ``model_type`` takes it: frames as images where it has no video input; audio longer
-    than its window refused (never cut silently)."""
-    window = AUDIO_WINDOW_S.get(model_type)
+    than its window (``window``, else the family's known one) refused: never cut silently."""
+    window = window or AUDIO_WINDOW_S.get(model_type)
     if window is not None and prompt.audio is not None:
         seconds = prompt.audio.samples.size / prompt.audio.sampling_rate
         if seconds > window:
@@ -187,9 +188,16 @@ class HFOmniModel(HFVisionLanguageModel):
                 heavy.processor = FixedAudioWindow(heavy.processor, int(window * rate))
         return heavy
 
+    @property
+    def audio_window_s(self) -> float | None:
+        """The longest audio this model hears whole (seconds), None when it hears longer: found at load
+        (:mod:`.audio_window`), or the family's known window. Suites leave longer clips out, counted."""
+        found = self.meta.get("audio_window_s")
+        return float(found) if found else AUDIO_WINDOW_S.get(str(self.meta.get("model_type", "")))
+
     def _adapt(self, prompts: Sequence[Prompt]) -> list[Prompt]:
         model_type = str(self.meta.get("model_type", ""))
-        return [as_family_input(p, model_type) for p in prompts]
+        return [as_family_input(p, model_type, self.audio_window_s) for p in prompts]
 
     def _adapt_hooks(self, hooks: Hooks | None) -> Hooks | None:
         """``hooks`` with a contrast's auxiliary prompts in the family's form too (they run in the same

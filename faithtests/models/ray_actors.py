@@ -66,6 +66,7 @@ class ModelHost:
                 "score_kind": getattr(m, "score_kind", "cosine"),
                 "answer_prefix": getattr(m, "answer_prefix", ""),
                 "accepts_audio": bool(getattr(m, "accepts_audio", False)),  # an omni model hears
+                "audio_window_s": getattr(m, "audio_window_s", None),  # ... this much of a clip whole
                 # what it lacks, found at its load (faithtests.models.capabilities)
                 "lacks": dict(getattr(m, "meta", {}).get("lacks") or {}),
                 "kind": "vlm" if isinstance(m, HFVisionLanguageModel) else "scorer"}

@@ -228,6 +228,7 @@ class PooledVLM(_Pooled):
         self.answer_prefix: str = str(meta.get("answer_prefix", ""))
         #: Whether prompts may carry audio and video (the workers' omni adapter), as in process.
         self.accepts_audio = bool(meta.get("accepts_audio", False))
+        self.audio_window_s: float | None = meta.get("audio_window_s")
         self._lacks = {str(k): str(v) for k, v in dict(meta.get("lacks") or {}).items() if v}
 
     def lacks(self, feature: str) -> str:

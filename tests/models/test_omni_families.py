@@ -341,10 +341,21 @@ def test_a_batch_mixes_video_with_sound_and_standalone_audio(
         assert torch.allclose(both.weights[1][row, :, :n], single.weights[1][0, :, :n], atol=1e-5)
 
 
-def test_gemma3n_refuses_audio_past_its_window(load_tiny: Callable[..., Any], images: list[Any]) -> None:
-    """Gemma 3n's feature extractor cuts audio at 30 s: a longer clip is refused, not heard in part."""
-    model = load_tiny("gemma3n")
+@pytest.mark.parametrize(("family", "window"), [("gemma3n", 30.0), ("qwen2_5_omni", 30.0),
+                                                ("qwen3_omni_moe", None)])
+def test_the_audio_window_is_found_at_load_and_longer_audio_refused(
+    load_tiny: Callable[..., Any], images: list[Any], family: str, window: float | None
+) -> None:
+    """Gemma 3n's feature extractor and Qwen2.5-Omni's processor cut audio at 30 s (the logits of 40 s of
+    audio equal those of its first 30 s there), Qwen3-Omni's does not: found once at load
+    (``audio_window_s``, :mod:`faithtests.models.audio_window`). A longer clip is refused, not heard in
+    part; the suites leave it out and count it."""
+    model = load_tiny(family)
+    assert model.audio_window_s == window
     long = Prompt((images[0],), QUESTION, audio=tone(440.0, seconds=30.5))
+    if window is None:
+        assert torch.isfinite(model.option_logits([long], OPTIONS)).all()
+        return
     with pytest.raises(PromptRenderError, match="at most 30 s"):
         model.option_logits([long], OPTIONS)
     assert torch.isfinite(model.option_logits([Prompt((images[0],), QUESTION, audio=tone(440.0, 29.0))],

@@ -78,6 +78,9 @@ MediaOf = Callable[[PremiseRecord], Stimulus]
 UNREADABLE_VIDEO = "unreadable video"
 #: A soundtrack that cannot be decoded: counted by this kind, never replaced by silence.
 UNREADABLE_AUDIO = "unreadable audio"
+#: A soundtrack longer than the model hears whole (its adapter's ``audio_window_s``, found at load): left
+#: out and counted, never heard in part.
+AUDIO_PAST_WINDOW = "soundtrack longer than the model's audio window"
 
 
 def hears(vlm: object) -> bool:
@@ -86,10 +89,34 @@ def hears(vlm: object) -> bool:
     return bool(getattr(vlm, "accepts_audio", False))
 
 
-def _media(run: Any, r: PremiseRecord, with_audio: bool, media_of: MediaOf | None = None) -> Stimulus | None:
+def audio_window(vlm: object) -> float | None:
+    """The longest audio (seconds) the model hears whole, None when it says no limit."""
+    window = getattr(vlm, "audio_window_s", None)
+    return float(window) if isinstance(window, int | float) and window > 0 else None
+
+
+def _heard(run: Any, r: PremiseRecord, stimulus: Stimulus, window: float | None) -> Stimulus | None:
+    """``stimulus``, or None (counted) when its soundtrack is longer than ``window``."""
+    a = stimulus.audio
+    if window is None or a is None or a.samples.size <= window * a.sampling_rate:
+        return stimulus
+    seconds = a.samples.size / a.sampling_rate
+    run.reject(AUDIO_PAST_WINDOW,
+               f"{r.item_id}: {seconds:.1f} s of audio; the model hears {window:g} s whole")
+    return None
+
+
+def _media(run: Any, r: PremiseRecord, with_audio: bool, media_of: MediaOf | None = None,
+           window: float | None = None) -> Stimulus | None:
     """The record's frames, and its soundtrack when ``with_audio`` and the record has one (a clip with
     sound goes to an omni model as video + audio, :func:`.prompts.stimulus_prompt`); ``None`` with the
-    failure counted by kind (an unreadable video, an unreadable soundtrack: never silence instead)."""
+    failure counted by kind (an unreadable video, an unreadable soundtrack: never silence instead; a
+    soundtrack past the model's audio ``window``: never heard in part)."""
+    got = _loaded(run, r, with_audio, media_of)
+    return None if got is None else _heard(run, r, got, window)
+
+
+def _loaded(run: Any, r: PremiseRecord, with_audio: bool, media_of: MediaOf | None) -> Stimulus | None:
     try:
         if media_of is not None:
             return media_of(r)
@@ -137,14 +164,14 @@ def run_choice(
     logits: list[NDArray[np.float64]] = []
     perms: list[NDArray[np.int64]] = []
     states: list[NDArray[np.float32]] = []
-    audio = hears(vlm)
+    audio, window = hears(vlm), audio_window(vlm)
     with stage(f"IMAVB {variant} choice", total=len(records), model=vlm.spec) as progress:
         for start in range(0, len(records), records_per_call):
             chunk: list[PremiseRecord] = []
             prompts: list[Prompt] = []
             chunk_perms: list[NDArray[np.int64]] = []
             for r in records[start : start + records_per_call]:
-                media = _media(out, r, audio, media_of)
+                media = _media(out, r, audio, media_of, window)
                 if media is None:
                     continue
                 chunk.append(r)
@@ -263,9 +290,9 @@ def run_variant(
         raise ValueError(f"run_variant: prompt {prompt!r} is not one of A2-A7 (A1 is run_choice)")
     out = VariantRun(prompt, [], np.zeros(0))
     prompts: list[Prompt] = []
-    audio = hears(vlm)
+    audio, window = hears(vlm), audio_window(vlm)
     for r in records:
-        media = _media(out, r, audio)
+        media = _media(out, r, audio, window=window)
         if media is not None:
             out.records.append(r)
             prompts.append(stimulus_prompt(media, prompt_text(prompt, r.question, r.options, r.split)))

@@ -21,6 +21,7 @@ from faithtests.protocols.imavb.metrics import answers, correct, modality_gap, s
 from faithtests.protocols.imavb.prompts import a1_text, make_prompt, trim_audio
 from faithtests.protocols.imavb.records import OPTION_F, PremiseRecord, modality
 from faithtests.protocols.imavb.run import (
+    AUDIO_PAST_WINDOW,
     CLIP_NOT_APPLICABLE,
     UNREADABLE_AUDIO,
     hears,
@@ -116,6 +117,22 @@ def test_an_undecodable_soundtrack_is_counted_never_replaced_by_silence() -> Non
     # a model that takes no audio never loads the track: nothing to count
     run = run_choice(StandIn(recs, accepts_audio=False), bad)  # type: ignore[arg-type]
     assert run.invalid == {} and len(run.records) == 4
+
+
+def test_a_clip_longer_than_the_models_audio_window_is_left_out_and_counted() -> None:
+    """A model that hears at most 1 s whole (its adapter's ``audio_window_s``, found at load) gets none of
+    the world's 2-s clips: every record of them is counted by kind with the clip's length, none is sent
+    (never heard in part, never an exception); a window of 2 s or none takes them all."""
+    recs = _clips(2)
+    short = StandIn(recs, accepts_audio=True)
+    short.audio_window_s = 1.0  # type: ignore[attr-defined]
+    run = run_choice(short, recs)  # type: ignore[arg-type]
+    assert run.invalid == {AUDIO_PAST_WINDOW: 8} and run.records == [] and short.prompts == []
+    assert "2.0 s of audio; the model hears 1 s whole" in run.examples[AUDIO_PAST_WINDOW][0]
+    for window in (2.0, None):
+        whole = StandIn(recs, accepts_audio=True)
+        whole.audio_window_s = window  # type: ignore[attr-defined]
+        assert len(run_choice(whole, recs).records) == 8  # type: ignore[arg-type]
 
 
 def test_a6_a7_on_world_clips_are_not_applicable_with_the_reason() -> None:
