@@ -99,7 +99,7 @@ def coverage_line(c: DatasetCoverage) -> str:
     return f"coverage {where}: {c.missing}{out_of} {c.kind}{pct}{who}"
 
 
-def _nonfinite_problem(i: InvalidCount) -> str:
+def nonfinite_problem(i: InvalidCount) -> str:
     of = f" of {i.total}" if i.total is not None else ""
     eg = f"e.g. {', '.join(i.examples[:3])}; " if i.examples else ""
     return (f"model {i.model or '-'} produced non-finite outputs (NaN or inf) for {i.count}{of} items "
@@ -111,7 +111,7 @@ def coverage_problem(r: MetricResult, invalid: Iterable[InvalidCount], rule: Cov
     """Why the check ``r`` has too little usable data for a verdict, or None. ``invalid`` are its test's
     counts so far; those of another model/variant are ignored (model-less ones apply to every model)."""
     mine = [i for i in invalid if i.model in ("", r.model) and i.variant == r.variant and i.count]
-    problems = [_nonfinite_problem(i) for i in mine if is_fatal(i.kind)]  # the kind, never a pattern
+    problems = [nonfinite_problem(i) for i in mine if is_fatal(i.kind)]  # the kind, never a pattern
     if r.n is not None and r.n < rule.min_n:
         problems.append(f"n={r.n} < min_n {rule.min_n} (too few items for a verdict)")
     # kinds out of one total add up (30% missing images and 30% unparseable answers leave 40% valid);

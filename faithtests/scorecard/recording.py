@@ -16,7 +16,7 @@ from dataclasses import replace
 from types import FrameType, TracebackType
 from typing import Any, Literal, cast
 
-from faithtests.scorecard.coverage import NONFINITE, coverage_problem, short_of_data
+from faithtests.scorecard.coverage import NONFINITE, coverage_problem, nonfinite_problem, short_of_data
 from faithtests.scorecard.gate_kinds import ThresholdError
 from faithtests.scorecard.item_log import output_row
 from faithtests.scorecard.kinds import is_fatal
@@ -249,16 +249,25 @@ class Faith:
     def settle(self) -> None:
         """Raise for the deferred checks that did not pass (:attr:`deferred`): a FAIL (every failed
         check's message, one per line) before INSUFFICIENT (every short check's reason), none if all
-        passed. The kept verdicts are forgotten, so a second call raises nothing."""
+        passed. A test that recorded broken (non-finite) outputs fails too, checked or not: its recorded
+        numbers would otherwise pass silently. The kept verdicts are forgotten, so a second call raises
+        nothing."""
         __tracebackhide__ = True
         unsettled, self._unsettled = self._unsettled, []
         failed = [e for e in unsettled if not isinstance(e, FaithInsufficient)]
+        if not failed and (broken := self._broken()):
+            failed = [FaithCheckFailed(broken)]
         if failed:  # (where the first one was checked: its traceback)
             joined = FaithCheckFailed("\n".join(map(str, failed))) if len(failed) > 1 else failed[0]
             raise joined.with_traceback(failed[0].__traceback__)
         if unsettled:
             short = FaithInsufficient("; ".join(map(str, unsettled))) if len(unsettled) > 1 else unsettled[0]
             raise short.with_traceback(unsettled[0].__traceback__)
+
+    def _broken(self) -> str:
+        """What this test's fatal invalid counts say (non-finite model outputs), "" when none."""
+        return "; ".join(f"{self.suite}: {nonfinite_problem(i)}" for i in self.record.invalid
+                         if is_fatal(i.kind) and i.count)
 
     def _threshold(self, r: MetricResult, resolved: ResolvedThreshold | None, op: Op | None,
                    threshold: float | None, where: str) -> tuple[Op, float]:

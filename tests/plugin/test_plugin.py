@@ -120,6 +120,8 @@ def test_pass_writes_scorecard_and_summary(pytester: pytest.Pytester) -> None:
         "ci_note": None,
         "coverage": None,
         "insufficient": False,
+        "gate_kind": None,  # this project's thresholds file says no kind (suites/thresholds.toml does)
+        "gate_note": None,
         "inconclusive": True,  # CI [0.7, 1.0] straddles 0.8: a pass under gate point, flagged
         "detectable_diff": 0.2,
         "verdict": "pass",

@@ -85,6 +85,8 @@ SUITES = {  # suite -> (files, -k, model options)
     "premise_rejection": (["suites/test_premise_rejection.py"],
                           "test_premise_accuracy and vision and base or test_balanced_accuracy and base",
                           VLM),
+    # the constrained mode reads the label log-probabilities (where the plug-in's NaN is): recorded, not
+    # gated (the gates use generation), and a test whose outputs were non-finite fails all the same
     "affective_conflict": (["suites/test_affective_conflict.py"],
                            "constrained and base and (test_text_bias_ratio or test_aligned_accuracy)", VLM),
     "difference_consistency": (["suites/test_difference_consistency.py"],
