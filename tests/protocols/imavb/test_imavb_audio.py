@@ -20,10 +20,12 @@ from faithtests.protocols.imavb.fixtures import AUDIO_NOT_APPLICABLE, NO_SOUNDTR
 from faithtests.protocols.imavb.metrics import answers, correct, modality_gap, split_scores
 from faithtests.protocols.imavb.prompts import a1_text, make_prompt, trim_audio
 from faithtests.protocols.imavb.records import OPTION_F, PremiseRecord, modality
+from faithtests.protocols.imavb.results import rejection_gap
 from faithtests.protocols.imavb.run import (
     AUDIO_PAST_WINDOW,
     CLIP_NOT_APPLICABLE,
     UNREADABLE_AUDIO,
+    ChoiceRun,
     hears,
     logit_lens,
     run_choice,
@@ -251,3 +253,31 @@ def test_a_tiny_qwen2_5_omni_runs_the_clips_with_their_soundtrack(tiny_dir: Any)
     assert run.states.shape[:2] == (vlm.num_layers, 8)
     lens, why = logit_lens(vlm, run.states)
     assert lens is not None and lens.shape == (vlm.num_layers, 8, 6), why
+
+
+def test_rejection_gap_by_hand() -> None:
+    """rejection_gap (suites/thresholds.toml, a floor over Table 1's splits): per stimulus, the share of
+    shuffled answers rejecting (E or F) its misleading question minus that share on its standard one,
+    averaged over stimuli; the fixed order (column 0) is left out, as the shuffled accuracies leave it.
+    Clip 0: mis_a rejected in 3 of 3 shuffles, std_a in 1 of 3: 2/3. Clip 1: mis_a in 1 of 3, std_a in 1
+    of 3: 0. Audio gap (2/3 + 0) / 2 = 1/3 over 2 stimuli. Vision: never rejected (the fixed order
+    always rejects, ignored): 0."""
+    recs = _clips(2)
+    rejected = {(0, "misleading_audio"): 3, (0, "standard_audio"): 1, (1, "misleading_audio"): 1,
+                (1, "standard_audio"): 1}
+    stims = sorted({r.stimulus_id for r in recs})
+    logits = np.zeros((len(recs), 4, 6))
+    for i, r in enumerate(recs):
+        logits[i, :, 0] = 1.0  # content answer A
+        logits[i, 0, :] = [0, 0, 0, 0, 0, 1.0]  # the fixed order always answers F
+        for k in range(rejected.get((stims.index(r.stimulus_id), r.split), 0)):
+            logits[i, 1 + k] = [0, 0, 0, 0, 0, 1.0]
+    run = ChoiceRun(recs, ("fixed", 0, 1, 2), logits, np.zeros((len(recs), 4, 6), np.int64), None)
+    audio = rejection_gap(run, "audio", n_resamples=200, seed=0)
+    assert audio is not None and audio.value == pytest.approx(1 / 3) and audio.n == 2
+    assert audio.ci[0] <= audio.value <= audio.ci[1]
+    vision = rejection_gap(run, "vision", n_resamples=200, seed=0)
+    assert vision is not None and vision.value == 0.0 and vision.n == 2
+    silent = ChoiceRun([r for r in recs if r.split != "misleading_audio"], run.orders,
+                       logits[[r.split != "misleading_audio" for r in recs]], run.perms[:6], None)
+    assert rejection_gap(silent, "audio", n_resamples=200, seed=0) is None  # no stimulus has both
