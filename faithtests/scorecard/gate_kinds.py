@@ -15,6 +15,13 @@ KINDS = ("paper", "floor")
 USER_KIND = "user"
 #: The fields of a default entry that say its kind.
 KIND_FIELDS = ("kind", "family_kind", "anchor", "pass", "fail", "means")
+#: How each kind is named where a check is shown (failure message, HTML badge, verdict list).
+KIND_WORDS = {"paper": "paper gate", "floor": "floor", USER_KIND: "your threshold"}
+
+
+def kind_word(kind: str | None) -> str:
+    """The words for ``kind`` (:data:`KIND_WORDS`), "" for a check without one."""
+    return KIND_WORDS.get(kind, kind) if kind else ""
 
 
 class ThresholdError(ValueError):

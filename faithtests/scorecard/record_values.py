@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from faithtests.scorecard.gate_kinds import kind_word
 from faithtests.scorecard.model import ItemValues, MetricResult, passes
 
 THUMBNAIL_SIDE = 128
@@ -153,7 +154,7 @@ def failure_message(r: MetricResult, family: str | None, inf: float | None) -> s
 def kind_text(r: MetricResult) -> str:
     """`` (floor: a model ... )`` / `` (paper gate: IMAVB Table 1 ...)``: what kind of gate failed and
     what that means; "" for a check without a declared kind."""
-    if not r.gate_kind:
+    word = kind_word(r.gate_kind)
+    if not word:
         return ""
-    word = {"paper": "paper gate", "floor": "floor", "user": "your threshold"}.get(r.gate_kind, r.gate_kind)
     return f" ({word}: {r.gate_note})" if r.gate_note else f" ({word})"

@@ -19,6 +19,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from faithtests.scorecard.gate_kinds import kind_word
 from faithtests.scorecard.model import TestRecord, test_key
 from faithtests.scorecard.render_views import Column, Key, fmt, metric_label, slug, strip_file, test_params
 from faithtests.scorecard.scorecard import Scorecard
@@ -94,7 +95,7 @@ def _add_results(by_col: _Columns, t: TestRecord, anchors: dict[Key, str], faili
             v.insufficient.append(Link(metric_label(r.metric, r.slice), anchors.get(r.key, ""),
                                        f"{r.suite}: {r.coverage or ''}"[:300]))
         elif r.passed is False:
-            kind = {"floor": " (floor)", "paper": " (paper gate)"}.get(r.gate_kind or "", "")
+            kind = f" ({kind_word(r.gate_kind)})" if r.gate_kind else ""
             failing[Column(r.model, r.variant)].append(
                 (metric_label(r.metric, r.slice) + kind, anchors.get(r.key, ""), r.suite, t))
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from faithtests.scorecard.baseline import MetricDelta
+from faithtests.scorecard.gate_kinds import kind_word
 from faithtests.scorecard.model import MetricResult, test_key
 
 Key = tuple[str, str, str, str, str]  # MetricResult.key: test key, model, variant, metric, slice
@@ -39,6 +40,7 @@ class Cell:
     inconclusive: bool = False  # the CI straddles the threshold (see MetricResult.inconclusive)
     detectable: str = ""  # ±(smallest distance from the threshold the check's n resolves)
     kind: str = ""  # paper | floor | user: what kind of gate the threshold is (thresholds.toml)
+    kind_word: str = ""  # how the page names it (gate_kinds.KIND_WORDS)
     kind_note: str = ""  # its anchor, what a failure means, or the user's file
     delta: str = ""
     delta_class: str = ""  # better | worse | same | new
@@ -134,7 +136,7 @@ def cell(r: MetricResult, d: MetricDelta | None) -> Cell:
         c.n = str(r.n)
     if r.threshold is not None and r.op is not None:
         c.threshold = f"{r.op} {fmt(r.threshold)}" + (" (CI)" if r.gate == "ci" else "")
-        c.kind, c.kind_note = r.gate_kind or "", r.gate_note or ""
+        c.kind, c.kind_word, c.kind_note = r.gate_kind or "", kind_word(r.gate_kind), r.gate_note or ""
     c.status = r.verdict or "none"
     c.inconclusive = bool(r.inconclusive)
     c.detectable = "" if r.detectable_diff is None else f"±{fmt(r.detectable_diff)}"
