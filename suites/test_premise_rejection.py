@@ -22,6 +22,8 @@ records); the base variant also reports the same 75% rows as the slice ``rows=pg
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 import pytest
 
@@ -50,7 +52,7 @@ from faithtests.protocols.imavb.probes import (
     residualised_probe,
     tfidf_baseline,
 )
-from faithtests.protocols.imavb.records import SHORT, SPLITS, modality
+from faithtests.protocols.imavb.records import SHORT, SPEECH_SUBCATEGORIES, SPLITS, modality
 from faithtests.protocols.imavb.results import (
     a1_correct,
     eval_splits,
@@ -205,6 +207,7 @@ def test_balanced_accuracy(faith: Faith, premise_data: PremiseData, variant: str
     faith.metric("Bal", fixed.bal, ci=fixed.bal_ci, n=n_stim, slice="fixed order")
     orders: list[float | str] = ["fixed", *(f"shuffle {k}" for k in range(c.shape[1] - 1))]
     gaps = [kind for kind in ("vision", "audio") if _rejection_gap(faith, run, kind, faith_seed)]
+    _rejection_gap(faith, run, "audio", faith_seed, SPEECH_SUBCATEGORIES)  # recorded, not gated
     if not ss.vision_only:  # Table 14's "Vision–Audio Gap" row: mis_v − mis_a (recorded, not gated)
         _mis_gap(faith, shuffled(c), run, faith_seed, None)
         _mis_gap(faith, c[:, 0].astype(float), run, faith_seed, "fixed order")
@@ -220,12 +223,15 @@ def test_balanced_accuracy(faith: Faith, premise_data: PremiseData, variant: str
             faith.check("rejection_gap", slice=kind)
 
 
-def _rejection_gap(faith: Faith, run: ChoiceRun, kind: str, seed: int) -> bool:
+def _rejection_gap(faith: Faith, run: ChoiceRun, kind: str, seed: int,
+                   speech: Collection[str] | None = None) -> bool:
     """Record how much more often the misleading questions of ``kind`` are rejected than the standard
-    ones (paired per stimulus, shuffled orders); False when no stimulus has both."""
-    gap = rejection_gap(run, kind, n_resamples=PREMISE_BOOTSTRAP, seed=seed)
+    ones (paired per stimulus, shuffled orders; ``speech``: only the clips whose audio premise is about
+    speech, sliced apart); False when no stimulus has both."""
+    gap = rejection_gap(run, kind, n_resamples=PREMISE_BOOTSTRAP, seed=seed, subcategories=speech)
     if gap is not None:
-        faith.metric("rejection_gap", gap.value, ci=gap.ci, n=gap.n, slice=kind)
+        where = kind if speech is None else f"{kind}, speech premises"
+        faith.metric("rejection_gap", gap.value, ci=gap.ci, n=gap.n, slice=where)
     return gap is not None
 
 

@@ -10,7 +10,9 @@ A :class:`Soundtrack` is :data:`CLIP_SECONDS` of 16 kHz mono audio made of
 - an ambient bed: ``none``, ``hum`` (100 Hz mains hum), ``hiss`` (white noise) or ``crackle`` (sparse
   clicks);
 - background music: ``none`` or a four-note melody in its own high register (2-4 kHz, above every
-  event's energy) that is ``rising``, ``falling`` or ``steady`` (one repeated note).
+  event's energy) that is ``rising``, ``falling`` or ``steady`` (one repeated note);
+- at most one spoken word (:class:`Utterance`, a real synthesiser's recording from
+  :mod:`faithtests.world.speech`), placed between the events like one of them.
 
 Each shape of the scene has a voice (:data:`SHAPE_SOUND`): a circle beeps, a square buzzes, a triangle
 chirps, a cross knocks, so "which object makes the sound" is answered by seeing and hearing together;
@@ -24,11 +26,14 @@ an explicit ``numpy.random.Generator``. This module makes stimuli; it decodes no
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
+from faithtests.world import speech
 
 SAMPLE_RATE = 16_000
 CLIP_SECONDS = 2.0
@@ -54,6 +59,8 @@ HUM_HZ = 100.0
 MELODY_HZ: tuple[float, ...] = (2093.0, 2637.0, 3136.0, 3951.0)
 N_NOTES = 4
 RAMP_S = 0.01  # attack/release of tonal events (no clicks)
+#: Peak amplitude of a spoken word: between a soft and a loud event, whispered or voiced alike.
+SPEECH_LEVEL = 0.3
 
 
 @dataclass(frozen=True)
@@ -77,22 +84,55 @@ class SoundEvent:
 
 
 @dataclass(frozen=True)
+class Utterance:
+    """One spoken word: what is said, by whom, how (:mod:`faithtests.world.speech`), and when."""
+
+    word: str
+    speaker: str
+    tone: str
+    take: int
+    start: float  # seconds
+
+    def __post_init__(self) -> None:
+        for name, value, allowed in (("word", self.word, speech.WORDS), ("speaker", self.speaker,
+                                     speech.SPEAKERS), ("tone", self.tone, speech.TONES)):
+            if value not in allowed:
+                raise ValueError(f"Utterance.{name}={value!r} is not one of {allowed}")
+        if not 0 <= self.take < speech.TAKES or self.start < 0 or self.end > CLIP_SECONDS + 1e-9:
+            raise ValueError(f"Utterance {self} must be a take in 0..{speech.TAKES - 1} inside the clip")
+
+    @property
+    def duration(self) -> float:
+        return speech.duration(self.word, self.speaker, self.tone, self.take)
+
+    @property
+    def end(self) -> float:
+        return self.start + self.duration
+
+
+@dataclass(frozen=True)
 class Soundtrack:
-    """Ground truth of one clip's audio: ``events`` in time order, the ambient bed, the music."""
+    """Ground truth of one clip's audio: ``events`` in time order, the ambient bed, the music, and at
+    most one spoken word (``speech``)."""
 
     events: tuple[SoundEvent, ...]
     ambient: str = "none"
     music: str = "none"
     noise_seed: int = 0
+    speech: Utterance | None = None
 
     def __post_init__(self) -> None:
         if self.ambient not in AMBIENTS:
             raise ValueError(f"Soundtrack.ambient={self.ambient!r} is not one of {AMBIENTS}")
         if self.music not in MUSIC:
             raise ValueError(f"Soundtrack.music={self.music!r} is not one of {MUSIC}")
-        for a, b in zip(self.events, self.events[1:], strict=False):
+        spans: list[SoundEvent | Utterance] = sorted([*self.events, *([self.speech] if self.speech else [])],
+                                                     key=lambda x: x.start)
+        for a, b in itertools.pairwise(spans):
             if b.start < a.end + MIN_GAP_S - 1e-9:
-                raise ValueError(f"events must be in time order with gaps >= {MIN_GAP_S} s: {a}, {b}")
+                raise ValueError(f"events and speech must not overlap, with gaps >= {MIN_GAP_S} s: {a}, {b}")
+        if [s for s in spans if isinstance(s, SoundEvent)] != list(self.events):
+            raise ValueError(f"events must be in time order: {self.events}")
 
     def sounds(self) -> tuple[str, ...]:
         """Event types in time order."""
@@ -114,7 +154,9 @@ class Soundtrack:
     def frame_labels(self, hop_s: float) -> dict[str, npt.NDArray[np.int64]]:
         """Per-frame integer labels (frame k covers [k * hop_s, (k + 1) * hop_s), labelled at its centre):
         ``sound`` 0 = no event else 1 + SOUND_TYPES index; ``loudness`` 0 = none, 1 soft, 2 loud;
-        ``ambient`` AMBIENTS index; ``music`` MUSIC index; ``note`` 0 = none else 1 + MELODY_HZ index."""
+        ``ambient`` AMBIENTS index; ``music`` MUSIC index; ``note`` 0 = none else 1 + MELODY_HZ index;
+        while the word is spoken, ``word``, ``speaker`` and ``tone``: 0 = no speech else 1 + the index in
+        speech.WORDS / SPEAKERS / TONES."""
         if hop_s <= 0 or hop_s > CLIP_SECONDS:
             raise ValueError(f"hop_s must be in (0, {CLIP_SECONDS}], got {hop_s}")
         n = round(CLIP_SECONDS / hop_s)
@@ -132,36 +174,74 @@ class Soundtrack:
             note = np.array([1 + MELODY_HZ.index(notes[int(i)]) for i in k], np.int64)
         ambient = np.full(n, AMBIENTS.index(self.ambient), np.int64)
         music = np.full(n, MUSIC.index(self.music), np.int64)
-        return {"sound": sound, "loudness": loud, "ambient": ambient, "music": music, "note": note}
+        said = {k: np.zeros(n, np.int64) for k in ("word", "speaker", "tone")}
+        if self.speech is not None:
+            u = self.speech
+            on = (centres >= u.start) & (centres < u.end)
+            said["word"][on] = 1 + speech.WORDS.index(u.word)
+            said["speaker"][on] = 1 + speech.SPEAKERS.index(u.speaker)
+            said["tone"][on] = 1 + speech.TONES.index(u.tone)
+        return {"sound": sound, "loudness": loud, "ambient": ambient, "music": music, "note": note, **said}
 
 
-def place_events(rng: np.random.Generator, specs: Sequence[tuple[str, str]]) -> tuple[SoundEvent, ...]:
-    """Events of the given (sound, loudness) in this order, with random durations and gaps that fit."""
-    n = len(specs)
-    if n == 0:
-        return ()
-    durations = rng.uniform(MIN_EVENT_S, MAX_EVENT_S, size=n)
-    slack = CLIP_SECONDS - 2 * MARGIN_S - durations.sum() - MIN_GAP_S * (n - 1)
+#: What a track's spoken word is: (word, speaker, tone, take); see speech.WORDS / SPEAKERS / TONES.
+Said = tuple[str, str, str, int]
+
+
+def _place(rng: np.random.Generator, drawn: Sequence[float], durations: Sequence[float],
+           n_events: int) -> list[float]:
+    """Start times (on the sample grid) of spans of ``durations`` (``drawn`` before rounding to the grid:
+    the slack is taken from them, as the recipe's tracks were drawn) in this order, random gaps."""
+    n = len(durations)
+    slack = CLIP_SECONDS - 2 * MARGIN_S - float(np.sum(drawn)) - MIN_GAP_S * (n - 1)
     if slack < 0:
-        raise ValueError(f"{n} events do not fit in {CLIP_SECONDS} s")
+        what = f"{n_events} events" + (" and a spoken word" if n > n_events else "")
+        raise ValueError(f"{what} do not fit in {CLIP_SECONDS} s")
     spare = slack * rng.dirichlet(np.ones(n + 1))
-    out, t = [], MARGIN_S
-    for (sound, loudness), d, s in zip(specs, durations, spare[:-1], strict=True):
+    starts, t = [], MARGIN_S
+    for d, s in zip(durations, spare[:-1], strict=True):
         t += float(s)
-        # rounded to the sample grid so ground truth and samples agree exactly
-        start, dur = round(t * SAMPLE_RATE) / SAMPLE_RATE, round(float(d) * SAMPLE_RATE) / SAMPLE_RATE
-        out.append(SoundEvent(sound, loudness, start, dur))
-        t = start + dur + MIN_GAP_S
-    return tuple(out)
+        start = round(t * SAMPLE_RATE) / SAMPLE_RATE  # the sample grid: ground truth and samples agree
+        starts.append(start)
+        t = start + d + MIN_GAP_S
+    return starts
+
+
+def place_events(rng: np.random.Generator, specs: Sequence[tuple[str, str]],
+                 said: Said | None = None) -> tuple[tuple[SoundEvent, ...], Utterance | None]:
+    """Events of the given (sound, loudness) in this order, with random durations and gaps that fit, and
+    the spoken word ``said`` (if any) at a random place among them."""
+    n = len(specs)
+    drawn = [float(d) for d in rng.uniform(MIN_EVENT_S, MAX_EVENT_S, size=n)] if n else []
+    durations = [round(d * SAMPLE_RATE) / SAMPLE_RATE for d in drawn]
+    if said is None:
+        if n == 0:
+            return (), None
+        starts = _place(rng, drawn, durations, n)
+        return tuple(SoundEvent(*spec, start, d)
+                     for spec, start, d in zip(specs, starts, durations, strict=True)), None
+    at = int(rng.integers(0, n + 1))
+    said_s = speech.duration(*said)
+    starts = _place(rng, [*drawn[:at], said_s, *drawn[at:]], [*durations[:at], said_s, *durations[at:]], n)
+    word = Utterance(*said, start=starts.pop(at))
+    return tuple(SoundEvent(*spec, start, d)
+                 for spec, start, d in zip(specs, starts, durations, strict=True)), word
 
 
 def sample_soundtrack(rng: np.random.Generator, specs: Sequence[tuple[str, str]], ambient: str | None = None,
-                      music: str | None = None) -> Soundtrack:
-    """A track of ``specs`` events placed at random; ambient bed and music uniform unless given."""
-    events = place_events(rng, specs)
+                      music: str | None = None, said: Said | None = None) -> Soundtrack:
+    """A track of ``specs`` events (and the word ``said``) placed at random; ambient bed and music uniform
+    unless given."""
+    events, word = place_events(rng, specs, said)
     amb = ambient if ambient is not None else str(rng.choice(AMBIENTS))
     mus = music if music is not None else str(rng.choice(MUSIC))
-    return Soundtrack(events, amb, mus, int(rng.integers(0, 2**31 - 1)))
+    return Soundtrack(events, amb, mus, int(rng.integers(0, 2**31 - 1)), word)
+
+
+def sample_said(rng: np.random.Generator) -> Said:
+    """A spoken word, its speaker, its tone and its take, each uniform."""
+    return (str(rng.choice(speech.WORDS)), str(rng.choice(speech.SPEAKERS)), str(rng.choice(speech.TONES)),
+            int(rng.integers(speech.TAKES)))
 
 
 def _event_wave(e: SoundEvent, rng: np.random.Generator) -> npt.NDArray[np.float64]:
@@ -221,4 +301,9 @@ def synthesise(track: Soundtrack) -> npt.NDArray[np.float32]:
         seg = _event_wave(e, rng)
         i = round(e.start * SAMPLE_RATE)
         w[i:i + seg.size] += seg[: N_SAMPLES - i]
+    if track.speech is not None:
+        u = track.speech
+        seg = speech.utterance_samples(u.word, u.speaker, u.tone, u.take)
+        i = round(u.start * SAMPLE_RATE)
+        w[i:i + seg.size] += SPEECH_LEVEL / float(np.abs(seg).max()) * seg[: N_SAMPLES - i]
     return np.clip(w, -1.0, 1.0).astype(np.float32)

@@ -20,6 +20,7 @@ from faithtests.world.sound import (
     SOUND_TYPES,
     SoundEvent,
     Soundtrack,
+    Utterance,
     place_events,
     sample_soundtrack,
     synthesise,
@@ -77,9 +78,13 @@ def test_event_count_by_envelope(n: int, ambient: str) -> None:
 def test_events_are_long_enough_and_apart() -> None:
     rng = np.random.default_rng(0)
     for _ in range(50):
-        ev = place_events(rng, [("beep", "soft")] * 4)
-        assert all(e.duration >= MIN_EVENT_S for e in ev)
+        ev, word = place_events(rng, [("beep", "soft")] * 4)
+        assert word is None and all(e.duration >= MIN_EVENT_S for e in ev)
         assert all(b.start > a.end for a, b in itertools.pairwise(ev))
+        ev, word = place_events(rng, [("beep", "soft")] * 3, ("red", "woman", "whispers", 2))
+        assert word is not None
+        spans = sorted([*ev, word], key=lambda x: x.start)
+        assert all(b.start >= a.end + 0.1 - 1e-9 for a, b in itertools.pairwise(spans))
 
 
 @pytest.mark.parametrize("sound", SOUND_TYPES)
@@ -159,7 +164,13 @@ def test_invalid_tracks_refused() -> None:
         SoundEvent("beep", "loud", 0.1, 0.05)
     with pytest.raises(ValueError, match="gaps"):
         Soundtrack((SoundEvent("beep", "loud", 0.1, 0.2), SoundEvent("buzz", "loud", 0.25, 0.2)))
+    with pytest.raises(ValueError, match="gaps"):  # a word spoken over an event
+        Soundtrack((SoundEvent("beep", "loud", 0.1, 0.2),), speech=Utterance("red", "man", "says", 0, 0.2))
+    with pytest.raises(ValueError, match="speaker"):
+        Utterance("red", "child", "says", 0, 0.2)
     with pytest.raises(ValueError, match="ambient"):
         Soundtrack((), ambient="rain")
     with pytest.raises(ValueError, match="do not fit"):
         place_events(np.random.default_rng(0), [("beep", "soft")] * 8)
+    with pytest.raises(ValueError, match="spoken word do not fit"):
+        place_events(np.random.default_rng(0), [("beep", "soft")] * 5, ("yellow", "man", "says", 0))

@@ -15,9 +15,14 @@ carry no emotion, story or cause that could be stated honestly. A cross_modality
 whose shape is unique in the scene (its voice then names it); otherwise it asks an existence question.
 
 Misleading subcategories (Table 14's audio names): sound_type, sound_intensity, ambient_sound,
-background_music, sound_source. Not produced: speech_content, speech_context, speech_tone and
-speech_speaker (:data:`NOT_PRODUCED`): the world has no speech, and a procedural synthesiser cannot make
-words, a speaker's identity or a tone of voice whose ground truth would be honest.
+background_music, sound_source, and the speech ones a real synthesiser makes honestly
+(:mod:`faithtests.world.speech`: one spoken colour word, by a man or a woman, voiced or whispered):
+speech_content (the word), speech_speaker (a man's or a woman's voice) and speech_tone (said or
+whispered). A speech premise names all three ("After a woman whispers red"); its misleading twin
+changes one. Not produced: speech_context (:data:`NOT_PRODUCED`), as the world has no dialogue.
+
+``speech=False`` draws the clips without speech premises exactly as before speech existed (the reference
+omni's recipe trained its first stages on those).
 """
 
 from __future__ import annotations
@@ -44,9 +49,12 @@ from faithtests.world.sound import (
     SHAPE_SOUND,
     SOUND_TYPES,
     Soundtrack,
+    sample_said,
     sample_soundtrack,
     synthesise,
 )
+from faithtests.world.speech import SPEAKERS, TONES
+from faithtests.world.speech import WORDS as SPOKEN_WORDS
 
 #: Item stream of the sound draws (the vision items keep theirs: ``stimuli.KIND``).
 KIND = "premise_audio"
@@ -56,22 +64,25 @@ CLIP_FPS = 1.0
 AUDIO_CATEGORIES: tuple[str, ...] = (
     "existence", "time_order", "cross_modality", "scene_description", "temporal",
 )
+#: The speech subcategories the world produces (of records.SPEECH_SUBCATEGORIES: not speech_context).
+SPEECH_SUBCATEGORIES: tuple[str, ...] = ("speech_content", "speech_speaker", "speech_tone")
 AUDIO_SUBCATEGORIES: tuple[str, ...] = (
     "sound_type", "sound_intensity", "ambient_sound", "background_music", "sound_source",
+    *SPEECH_SUBCATEGORIES,
 )
 #: Table 14's audio subcategories the world does not produce, and why.
 NOT_PRODUCED: dict[str, str] = {
-    "speech_content": "no speech: words would need a speech synthesiser whose output cannot be verified",
-    "speech_context": "no speech: there is no dialogue whose situation could be described",
-    "speech_tone": "no speech: a tone of voice has no exact procedural ground truth",
-    "speech_speaker": "no speech: there are no speakers to identify",
+    "speech_context": "the world's speech is one word: there is no dialogue whose situation could be "
+                      "described",
 }
-#: The premise subcategories each question category can carry (the query asks about another detail).
+#: The premise subcategories each question category can carry (the query asks about another detail);
+#: speech premises go with the categories whose clips have room for a word beside their events.
 CATEGORY_SUBCATEGORIES: dict[str, tuple[str, ...]] = {
-    "existence": ("ambient_sound", "background_music"),
+    "existence": ("ambient_sound", "background_music", *SPEECH_SUBCATEGORIES),
     "time_order": ("ambient_sound", "background_music"),
     "cross_modality": ("sound_intensity", "ambient_sound", "background_music"),
-    "scene_description": ("sound_type", "sound_intensity", "sound_source", "background_music"),
+    "scene_description": ("sound_type", "sound_intensity", "sound_source", "background_music",
+                          *SPEECH_SUBCATEGORIES),
     "temporal": ("sound_type", "sound_intensity", "sound_source"),
 }
 
@@ -90,16 +101,22 @@ EVENT_PREMISE = {"scene_description": "After {}", "temporal": "Listening for {}"
 @dataclass(frozen=True)
 class AudioClaim:
     """A structured audio premise: ``kind`` is "event" (``sound`` / ``loudness``, ``None`` = any),
-    "source" (the ``source`` group sounds), "ambient" or "music" (``value``)."""
+    "source" (the ``source`` group sounds), "ambient" or "music" (``value``), or "speech" (``said``:
+    word, speaker, tone)."""
 
     kind: str
     sound: str | None = None
     loudness: str | None = None
     source: Group | None = None
     value: str | None = None
+    said: tuple[str, str, str] | None = None
 
     def holds(self, track: Soundtrack) -> bool:
-        """Whether the track makes the claim true (a source claim: its shape's voice is heard)."""
+        """Whether the track makes the claim true (a source claim: its shape's voice is heard; a speech
+        claim: that word, in that voice and manner)."""
+        if self.kind == "speech":
+            u = track.speech
+            return u is not None and (u.word, u.speaker, u.tone) == self.said
         if self.kind == "event":
             return track.count(self.sound, self.loudness) > 0
         if self.kind == "source":
@@ -114,6 +131,10 @@ class AudioClaim:
         return f"the {self.loudness} {self.sound or 'sound'}"
 
     def premise(self, category: str) -> str:
+        if self.kind == "speech":
+            assert self.said is not None
+            word, speaker, tone = self.said
+            return f"After a {speaker} {tone} {word}"
         if self.kind == "ambient":
             return AMBIENT_PREMISE[str(self.value)]
         if self.kind == "music":
@@ -155,8 +176,17 @@ def _unique_shape_groups(scene: Scene) -> list[Group]:
 
 
 def _bed_claim(sub: str, track: Soundtrack) -> AudioClaim:
+    if sub in SPEECH_SUBCATEGORIES:
+        assert track.speech is not None
+        return AudioClaim("speech", said=(track.speech.word, track.speech.speaker, track.speech.tone))
     return AudioClaim("ambient", value=track.ambient) if sub == "ambient_sound" else AudioClaim(
         "music", value=track.music)
+
+
+def _said(rng: np.random.Generator, sub: str) -> tuple[str, str, str, int] | None:
+    """The track's spoken word when the premise is about speech (drawn only then: other clips keep the
+    draws they had before the world spoke)."""
+    return sample_said(rng) if sub in SPEECH_SUBCATEGORIES else None
 
 
 def _loudnesses(rng: np.random.Generator, n: int) -> list[str]:
@@ -165,7 +195,8 @@ def _loudnesses(rng: np.random.Generator, n: int) -> list[str]:
 
 def _existence(rng: np.random.Generator, scene: Scene, sub: str) -> Build | None:
     sound = str(rng.choice(SOUND_TYPES))
-    track = sample_soundtrack(rng, [(sound, v) for v in _loudnesses(rng, int(rng.integers(1, 4)))])
+    specs = [(sound, v) for v in _loudnesses(rng, int(rng.integers(1, 4)))]
+    track = sample_soundtrack(rng, specs, said=_said(rng, sub))
     return track, _bed_claim(sub, track), "which of these sounds can be heard", [
         SOUND_NP[s] for s in SOUND_TYPES], SOUND_NP[sound]
 
@@ -220,10 +251,10 @@ def _scene_description(rng: np.random.Generator, scene: Scene, sub: str) -> Buil
     sounds = [sound, *others]
     order = [int(i) for i in rng.permutation(len(sounds))]
     specs = [(sounds[i], v) for i, v in zip(order, _loudnesses(rng, len(sounds)), strict=True)]
-    track = sample_soundtrack(rng, specs)
+    track = sample_soundtrack(rng, specs, said=_said(rng, sub))
     ref = track.events[order.index(0)]
-    claim = AudioClaim("music", value=track.music) if sub == "background_music" else _event_claim(
-        ref.sound, ref.loudness, src)
+    claim = (AudioClaim("music", value=track.music) if sub == "background_music" else _bed_claim(sub, track)
+             if sub in SPEECH_SUBCATEGORIES else _event_claim(ref.sound, ref.loudness, src))
     return track, claim, "what background noise can be heard", [
         AMBIENT_NP[a] for a in AMBIENTS], AMBIENT_NP[track.ambient]
 
@@ -250,21 +281,33 @@ _BUILDS: dict[str, Callable[[np.random.Generator, Scene, str], Build | None]] = 
 }
 
 
+def _speech_swaps(sub: str) -> Callable[[AudioClaim, Scene], list[AudioClaim]]:
+    def swaps(claim: AudioClaim, _: Scene) -> list[AudioClaim]:
+        assert claim.said is not None
+        word, speaker, tone = claim.said
+        said = ([(w, speaker, tone) for w in SPOKEN_WORDS] if sub == "speech_content" else
+                [(word, p, tone) for p in SPEAKERS] if sub == "speech_speaker" else
+                [(word, speaker, t) for t in TONES])
+        return [replace(claim, said=x) for x in said]
+    return swaps
+
+
+#: Subcategory -> the claims of the same shape with that detail set to each of its values.
+_SWAPS: dict[str, Callable[[AudioClaim, Scene], list[AudioClaim]]] = {
+    "ambient_sound": lambda c, _: [replace(c, value=a) for a in AMBIENTS],
+    "background_music": lambda c, _: [replace(c, value=m) for m in MUSIC],
+    "sound_type": lambda c, _: [replace(c, sound=s) for s in SOUND_TYPES],
+    "sound_intensity": lambda c, _: [replace(c, loudness=v) for v in LOUDNESS],
+    "sound_source": lambda c, scene: [replace(c, source=g) for g in scene.groups()],
+    **{sub: _speech_swaps(sub) for sub in SPEECH_SUBCATEGORIES},
+}
+
+
 def swap_candidates(claim: AudioClaim, sub: str, track: Soundtrack, scene: Scene) -> list[AudioClaim]:
     """Claims of the same shape as ``claim`` with the ``sub`` detail changed, each false of ``track``."""
-    if sub == "ambient_sound":
-        cands = [replace(claim, value=a) for a in AMBIENTS]
-    elif sub == "background_music":
-        cands = [replace(claim, value=m) for m in MUSIC]
-    elif sub == "sound_type":
-        cands = [replace(claim, sound=s) for s in SOUND_TYPES]
-    elif sub == "sound_intensity":
-        cands = [replace(claim, loudness=v) for v in LOUDNESS]
-    elif sub == "sound_source":
-        cands = [replace(claim, source=g) for g in scene.groups()]
-    else:
+    if sub not in _SWAPS:
         raise ValueError(f"unknown audio subcategory {sub!r}; expected one of {AUDIO_SUBCATEGORIES}")
-    return [c for c in cands if c != claim and not c.holds(track)]
+    return [c for c in _SWAPS[sub](claim, scene) if c != claim and not c.holds(track)]
 
 
 def _question(sid: str, variant: str, text: str, opts: tuple[str, ...], letter: str, category: str,
@@ -272,10 +315,15 @@ def _question(sid: str, variant: str, text: str, opts: tuple[str, ...], letter: 
     return PremiseQuestion(f"{sid}/{variant}", sid, variant, text, opts, letter, category, sub)
 
 
-def clip_item(seed: int, index: int) -> ClipItem:
+def _subcategories(category: str, speech: bool) -> tuple[str, ...]:
+    subs = CATEGORY_SUBCATEGORIES[category]
+    return subs if speech else tuple(s for s in subs if s not in SPEECH_SUBCATEGORIES)
+
+
+def clip_item(seed: int, index: int, *, speech: bool = True) -> ClipItem:
     """Clip ``index``: the vision item ``premise_item(seed, index)`` with a soundtrack and its audio
     questions; the category cycles through AUDIO_CATEGORIES, the premise subcategory is drawn uniformly
-    among the category's (CATEGORY_SUBCATEGORIES)."""
+    among the category's (CATEGORY_SUBCATEGORIES; ``speech=False``: the non-speech ones, module doc)."""
     vision = premise_item(seed, index)
     rng = item_rng(KIND, seed, index)
     sid = vision.stimulus_id
@@ -283,7 +331,7 @@ def clip_item(seed: int, index: int) -> ClipItem:
     if category == "cross_modality" and not _unique_shape_groups(vision.scene):
         category = "existence"  # no object has a voice of its own (module doc)
     for _ in range(100):
-        sub = str(rng.choice(CATEGORY_SUBCATEGORIES[category]))
+        sub = str(rng.choice(_subcategories(category, speech)))
         built = _BUILDS[category](rng, vision.scene, sub)
         if built is None:
             continue
@@ -303,8 +351,8 @@ def clip_item(seed: int, index: int) -> ClipItem:
     raise RuntimeError(f"no audio question found in 100 draws (seed={seed}, index={index})")
 
 
-def clip_items(n: int, seed: int, start: int = 0) -> list[ClipItem]:
-    return [clip_item(seed, i) for i in range(start, start + n)]
+def clip_items(n: int, seed: int, start: int = 0, *, speech: bool = True) -> list[ClipItem]:
+    return [clip_item(seed, i, speech=speech) for i in range(start, start + n)]
 
 
 # ------------------------------------------------------------------------------------------ records

@@ -36,6 +36,9 @@ E_INDEX: Final = 4
 F_INDEX: Final = 5
 OPTION_E: Final = "The visual detail in the question is incorrect"
 OPTION_F: Final = "The audio detail in the question is incorrect"
+#: Table 14's speech subcategories of misleading audio premises (the other five are about sounds).
+SPEECH_SUBCATEGORIES: Final[tuple[str, ...]] = ("speech_content", "speech_context", "speech_tone",
+                                                "speech_speaker")
 
 #: Loads the stimulus: one image (reference world) or N uniformly sampled video frames (IMAVB).
 MediaLoader = Callable[[], tuple[Image.Image, ...]]

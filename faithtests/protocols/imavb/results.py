@@ -8,7 +8,7 @@ records them and checks the gates.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,16 +108,22 @@ class RejectionGap:
     n: int
 
 
-def rejection_gap(run: ChoiceRun, kind: str, *, n_resamples: int, seed: int) -> RejectionGap | None:
+def rejection_gap(run: ChoiceRun, kind: str, *, n_resamples: int, seed: int,
+                  subcategories: Collection[str] | None = None) -> RejectionGap | None:
     """:class:`RejectionGap` of modality ``kind`` ("vision" / "audio") over the stimuli that have both of
-    its questions; None when none has. A model that rejects whatever the premise (the deaf twin answering
-    F to every audio question, an always-E policy) has a gap near 0; one that never rejects, exactly 0."""
+    its questions (``subcategories``: only those whose misleading question's is one of them); None when
+    none has. A model that rejects whatever the premise (the deaf twin answering F to every audio
+    question, an always-E policy) has a gap near 0; one that never rejects, exactly 0."""
     rejects = np.isin(answers(run.logits[:, 1:]), (4, 5)).mean(axis=1)  # per record, over the K shuffles
     by: dict[str, dict[bool, list[float]]] = {}
+    keep: set[str] = set()
     for r, x in zip(run.records, rejects, strict=True):
         if modality(r.split) == kind:
             by.setdefault(r.stimulus_id, {}).setdefault(r.misleading, []).append(float(x))
-    diffs = {s: np.mean(d[True]) - np.mean(d[False]) for s, d in by.items() if True in d and False in d}
+            if r.misleading and (subcategories is None or r.subcategory in subcategories):
+                keep.add(r.stimulus_id)
+    diffs = {s: np.mean(d[True]) - np.mean(d[False]) for s, d in by.items()
+             if True in d and False in d and s in keep}
     if not diffs:
         return None
     values = np.array(list(diffs.values()), dtype=np.float64)

@@ -39,7 +39,9 @@ TERMS: tuple[MetricTerm, ...] = (
                "none", "share of answers", PAPER, "§3"),
     MetricTerm("rejection_gap", "How much more often a misleading question is rejected (E or F) than the "
                "standard question about the same stimulus, per modality: near 0 when rejections ignore the "
-               "image or sound.", "higher", "difference of shares", PAPER, "§3 (splits of Table 1)"),
+               "image or sound. The slice 'audio, speech premises' keeps the clips whose audio premise is "
+               "about speech (recorded, not gated).", "higher", "difference of shares", PAPER,
+               "§3 (splits of Table 1)"),
     MetricTerm("delta_Bal_vs_A1", "Change in Bal when the question is asked with another prompt (binary, "
                "chain of thought, warned, ...) instead of the default A1 prompt, paired over stimuli.",
                "higher", "difference of shares", PAPER, "App. C, I.1"),

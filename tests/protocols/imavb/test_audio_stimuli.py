@@ -79,15 +79,25 @@ def test_answers_options_and_categories(items: list[ClipItem]) -> None:
         letters[std.correct_answer] += 1
     assert set(cats) == set(AUDIO_CATEGORIES) and set(subs) == set(AUDIO_SUBCATEGORIES)
     assert min(letters.values()) > N / 4 * 0.6
-    assert set(NOT_PRODUCED) == {"speech_content", "speech_context", "speech_tone", "speech_speaker"}
+    assert set(NOT_PRODUCED) == {"speech_context"}
+    speech = sum(subs[k] for k in ("speech_content", "speech_speaker", "speech_tone"))
+    assert 0.1 * N < speech < 0.35 * N  # two of five categories carry speech premises (3 of 5, 3 of 7)
 
 
 def test_misleading_swaps_exactly_one_detail_false_of_the_track(items: list[ClipItem]) -> None:
-    fields = ("kind", "sound", "loudness", "source", "value")
+    fields = ("kind", "sound", "loudness", "source", "value", "said")
     for it in items:
         t, c = it.audio_claim, it.false_audio_claim
         assert c.holds(it.track) is False and t.holds(it.track) is True
         assert sum(getattr(t, f) != getattr(c, f) for f in fields) == 1
+        if t.kind == "speech":  # the word, the speaker or the manner: one of the three, as the subcategory
+            assert t.said is not None and c.said is not None and it.track.speech is not None
+            changed = [k for k, a, b in zip(("speech_content", "speech_speaker", "speech_tone"), t.said,
+                                            c.said, strict=True) if a != b]
+            assert changed == [it.misleading_audio.subcategory]
+            assert (it.track.speech.word, it.track.speech.speaker, it.track.speech.tone) == t.said
+            speaker, tone, word = t.said[1], t.said[2], t.said[0]
+            assert it.standard_audio.question.startswith(f"After a {speaker} {tone} {word}, ")
         std_q, mis_q = it.standard_audio.question, it.misleading_audio.question
         query = std_q.split(", ", 1)[1]
         assert mis_q.split(", ", 1)[1] == query and std_q != mis_q  # query word for word, premise differs
@@ -166,3 +176,16 @@ def test_claim_truth_checks() -> None:
     t = Soundtrack((), ambient="hum", music="rising")
     assert AudioClaim("ambient", value="hum").holds(t) and not AudioClaim("ambient", value="hiss").holds(t)
     assert AudioClaim("music", value="rising").holds(t) and not AudioClaim("event", "beep", "loud").holds(t)
+
+
+def test_clips_without_speech_are_the_recipes_first_clips() -> None:
+    """``speech=False`` (the reference omni's stages 1-8) draws no speech premise and no spoken word; the
+    categories that never carry speech premises (time_order, cross_modality, temporal) draw the same
+    clips either way."""
+    plain, spoken = clip_items(60, 0, speech=False), clip_items(60, 0)
+    assert all(it.track.speech is None and it.audio_claim.kind != "speech" for it in plain)
+    assert any(it.audio_claim.kind == "speech" for it in spoken)
+    same = [(a, b) for a, b in zip(plain, spoken, strict=True)
+            if a.standard_audio.category in ("time_order", "cross_modality", "temporal")]
+    assert len(same) >= 30
+    assert all(a.track == b.track and a.misleading_audio == b.misleading_audio for a, b in same)

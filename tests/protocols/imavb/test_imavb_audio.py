@@ -6,6 +6,7 @@ models), and the plugin adding the bundled omni reference to the audio suites al
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -281,3 +282,52 @@ def test_rejection_gap_by_hand() -> None:
     silent = ChoiceRun([r for r in recs if r.split != "misleading_audio"], run.orders,
                        logits[[r.split != "misleading_audio" for r in recs]], run.perms[:6], None)
     assert rejection_gap(silent, "audio", n_resamples=200, seed=0) is None  # no stimulus has both
+    # speech premises only: the stimuli whose misleading audio question's subcategory is listed. Clip 0
+    # labelled sound_type, clip 1 speech_tone: clip 1's gap alone, 0, over 1 stimulus; none about content
+    labels = ("sound_type", "speech_tone")
+    relabelled = [dataclasses.replace(r, subcategory=labels[stims.index(r.stimulus_id)])
+                  if r.split == "misleading_audio" else r for r in recs]
+    run = dataclasses.replace(run, records=relabelled)
+    speech = rejection_gap(run, "audio", n_resamples=200, seed=0, subcategories=("speech_tone",))
+    assert speech is not None and speech.value == 0.0 and speech.n == 1
+    assert rejection_gap(run, "audio", n_resamples=200, seed=0, subcategories=("speech_content",)) is None
+
+
+def _at_length(recs: Sequence[PremiseRecord], seconds: int) -> list[PremiseRecord]:
+    """The records of one world clip stretched to ``seconds``: its scene as ``seconds`` frames at 1 fps
+    and the soundtracks of world clips end to end, cut at ``seconds`` (a pipeline input, not a premise
+    item: its questions' answers are not those of this sound)."""
+    from faithtests.world.sound import SAMPLE_RATE
+
+    samples = np.concatenate([it.audio for it in clip_items(seconds // 2 + 1, seed=1)])
+    sound = Audio(samples[: seconds * SAMPLE_RATE], SAMPLE_RATE)
+    frames = recs[0].load_media()[:1] * seconds
+    return [dataclasses.replace(r, media=lambda: frames, audio=lambda: sound, fps=1.0) for r in recs]
+
+
+def test_the_reference_omni_takes_a_clip_at_real_length_and_counts_one_past_its_window() -> None:
+    """IMAVB's clips run 40-280 s; the reference omni, a Qwen2.5-Omni thinker, hears 30 s whole (its
+    ``audio_window_s``, found at load). A 24 s clip of 24 frames goes through the real processor: every
+    question is answered and each prompt carries 600 audio tokens (25 per second) beside its 12 frame
+    pairs; the same clip at 40 s is counted AUDIO_PAST_WINDOW with its length (its four questions: an
+    omni model is asked every question of a clip with its sound), and nothing is sent."""
+    import faithtests
+
+    model = faithtests.load_model("reference:omni")
+    assert model.audio_window_s == 30.0
+    recs = _at_length(_clips(1), 24)
+    run = run_choice(model, recs)
+    assert run.invalid == {} and len(run.records) == 4
+    assert np.isfinite(run.logits).all()
+    audio = recs[2].audio
+    assert audio is not None
+    prompt = Prompt(images=(), text=a1_text(recs[2].question, recs[2].options), video=recs[2].load_media(),
+                    audio=audio(), video_fps=1.0)
+    enc = model.encode([prompt])
+    config = json.loads((ROOT / "fixtures" / "omni" / "config.json").read_text())
+    ids = enc.inputs["input_ids"][0]
+    assert int((ids == config["audio_token_index"]).sum()) == 600
+    assert int((ids == config["video_token_index"]).sum()) == 12 * 36
+    long = run_choice(model, _at_length(_clips(1), 40))
+    assert long.invalid == {AUDIO_PAST_WINDOW: 4} and long.records == []  # all four: asked with the sound
+    assert "40.0 s of audio" in long.examples[AUDIO_PAST_WINDOW][0]
