@@ -5,7 +5,9 @@ Every audio token (25 per second: 40 ms) is labelled from the soundtrack
 (:meth:`faithtests.world.sound.Soundtrack.frame_labels`): which event sound is active, how loud, the
 ambient bed, the music and its current note, plus how many events have started so far (counting and
 time order are then a read-out of the tokens). Linear heads on the tower's output read the labels
-(cross-entropy); they are dropped afterwards.
+(cross-entropy); they are dropped afterwards. With ``speech`` (the recipe's speech stage) half the
+tracks of at most three events also speak a word, and three more heads read what is said, by whom and how
+(:data:`SPEECH_HEADS`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from faithtests.world import sound
+from faithtests.world import sound, speech
 
 #: Seconds per audio token of the thinker (a Whisper-style tower pooled to 25 tokens per second).
 TOKEN_S = 0.04
@@ -27,12 +29,20 @@ MAX_EVENTS = 4
 HEADS: dict[str, int] = {"sound": 1 + len(sound.SOUND_TYPES), "loudness": 1 + len(sound.LOUDNESS),
                          "ambient": len(sound.AMBIENTS), "music": len(sound.MUSIC),
                          "note": 1 + len(sound.MELODY_HZ), "started": 1 + MAX_EVENTS}
+SPEECH_HEADS: dict[str, int] = {"word": 1 + len(speech.WORDS), "speaker": 1 + len(speech.SPEAKERS),
+                                "tone": 1 + len(speech.TONES)}
+#: Share of the speech stage's tracks (of <= 3 events: a word needs the room of one more) that speak.
+SPEECH_SHARE = 0.5
 
 
-def random_track(rng: np.random.Generator) -> sound.Soundtrack:
-    """A soundtrack of 0..MAX_EVENTS events of random sound and loudness, random ambient and music."""
+def random_track(rng: np.random.Generator, speech: bool = False) -> sound.Soundtrack:
+    """A soundtrack of 0..MAX_EVENTS events of random sound and loudness, random ambient and music; with
+    ``speech``, a word too in :data:`SPEECH_SHARE` of those with room (without, the draws are the audio
+    stage's as first trained)."""
     n = int(rng.integers(0, MAX_EVENTS + 1))
     specs = [(str(rng.choice(sound.SOUND_TYPES)), str(rng.choice(sound.LOUDNESS))) for _ in range(n)]
+    if speech and n < MAX_EVENTS and rng.random() < SPEECH_SHARE:
+        return sound.sample_soundtrack(rng, specs, said=sound.sample_said(rng))
     return sound.sample_soundtrack(rng, specs)
 
 
@@ -57,20 +67,23 @@ def audio_tokens(thinker: Any, processor: Any, waves: Sequence[np.ndarray]) -> t
 
 
 def warm_up_audio(thinker: Any, processor: Any, rng: np.random.Generator, steps: int, batch: int = 16,
-                  lr: float = 2e-3, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Train ``thinker.model.audio_tower`` alone on the dense labels; returns the record (per-head token
-    accuracy over the last 50 steps, seconds)."""
+                  lr: float = 2e-3, log: Callable[[str], None] = print,
+                  speech: bool = False) -> dict[str, Any]:
+    """Train ``thinker.model.audio_tower`` alone on the dense labels (with ``speech``, tracks that speak
+    and the speech heads too); returns the record (per-head token accuracy over the last 50 steps,
+    seconds)."""
     tower = thinker.model.audio_tower
     tower.train()
     width = int(thinker.config.audio_config.output_dim)
-    heads = nn.ModuleDict({k: nn.Linear(width, n) for k, n in HEADS.items()})
+    names = {**HEADS, **(SPEECH_HEADS if speech else {})}
+    heads = nn.ModuleDict({k: nn.Linear(width, n) for k, n in names.items()})
     params = [*tower.parameters(), *heads.parameters()]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
     t0 = time.time()
-    acc: dict[str, list[float]] = {k: [] for k in HEADS}
+    acc: dict[str, list[float]] = {k: [] for k in names}
     for step in range(steps):
-        tracks = [random_track(rng) for _ in range(batch)]
+        tracks = [random_track(rng, speech) for _ in range(batch)]
         feats = audio_tokens(thinker, processor, [sound.synthesise(t) for t in tracks])
         labels = [token_labels(t) for t in tracks]
         loss: Any = torch.zeros(())
@@ -98,16 +111,22 @@ WORD_UNITS: dict[str, tuple[str, int]] = {
     **{s: ("loudness", 1 + i) for i, s in enumerate(sound.LOUDNESS)},
     **{s: ("ambient", i) for i, s in enumerate(sound.AMBIENTS) if s != "none"},
     **{s: ("music", i) for i, s in enumerate(sound.MUSIC) if s != "none"},
+    **{s: ("speaker", 1 + i) for i, s in enumerate(speech.SPEAKERS)},
+    **{s: ("tone", 1 + i) for i, s in enumerate(speech.TONES)},
 }
+#: Labels read among the tokens where something is on (an event, a word), not among all tokens.
+_AMONG_ACTIVE = ("sound", "loudness", "speaker", "tone")
 
 
 @torch.no_grad()
-def align_audio_words(thinker: Any, processor: Any, rng: np.random.Generator, n: int = 64) -> list[str]:
-    """Start each sound word's embedding (``WORD_UNITS``) at the mean row norm along the direction its
-    audio tokens take from the mean audio token (of the event tokens, for event words), as the VLM's attribute
-    words started at their image patches' unit: a question's "knock" and the tokens of a knock are
-    similar from the first step. Returns the words set."""
-    tracks = [random_track(rng) for _ in range(n)]
+def align_audio_words(thinker: Any, processor: Any, rng: np.random.Generator, n: int = 64,
+                      words: Sequence[str] | None = None, speech: bool = False) -> list[str]:
+    """Start each sound word's embedding (``WORD_UNITS``, or those of ``words``) at the mean row norm along
+    the direction its audio tokens take from the mean audio token (of the event or speech tokens, for
+    event and speech words), as the VLM's attribute words started at their image patches' unit: a
+    question's "knock" and the tokens of a knock are similar from the first step. ``speech``: drawn from
+    tracks that may speak. Returns the words set (a word not in the vocabulary or never heard is left)."""
+    tracks = [random_track(rng, speech) for _ in range(n)]
     feats = audio_tokens(thinker, processor, [sound.synthesise(t) for t in tracks])
     feats = feats.reshape(-1, feats.shape[-1])
     labels = [token_labels(t) for t in tracks]
@@ -115,13 +134,15 @@ def align_audio_words(thinker: Any, processor: Any, rng: np.random.Generator, n:
     norm = emb.norm(dim=-1).mean()
     done = []
     for word, (key, cls) in WORD_UNITS.items():
+        if words is not None and word not in words:
+            continue
         token = int(processor.tokenizer.convert_tokens_to_ids(word))
         values = np.concatenate([lab[key] for lab in labels])
         mask = torch.from_numpy(values == cls)
         if token == processor.tokenizer.unk_token_id or not bool(mask.any()):
             continue
         # event words are told apart among event tokens (else all share the "something sounds" direction)
-        pool = torch.from_numpy(values != 0) if key in ("sound", "loudness") else torch.ones_like(mask)
+        pool = torch.from_numpy(values != 0) if key in _AMONG_ACTIVE else torch.ones_like(mask)
         direction = feats[mask].mean(0) - feats[pool].mean(0)
         emb[token] = norm * direction / direction.norm()
         done.append(word)

@@ -70,7 +70,9 @@ def audio_words(known: set[str]) -> list[str]:
     from faithtests.reference.tokenizer import VOCAB_SEED, words  # local: imports every protocol
 
     texts = [" ".join(sound.SOUND_TYPES + sound.LOUDNESS + sound.AMBIENTS + sound.MUSIC)]
-    for it in clip_items(300, VOCAB_SEED):
+    # the clips of the first stages (without speech): the speech stage appends its words after the media
+    # tokens (faithtests.reference.omni_speech), so the ids of every earlier word stay
+    for it in clip_items(300, VOCAB_SEED, speech=False):
         for q in (it.standard_audio, it.misleading_audio):
             texts.append(q.question + " " + " ".join(q.options))
     new: dict[str, None] = {}  # ordered set
@@ -82,8 +84,6 @@ def audio_words(known: set[str]) -> list[str]:
 def omni_tokenizer(vlm_dir: Path) -> Any:
     """The VLM's word-level tokenizer with the audio questions' new words, then the media tokens,
     appended (ids after the VLM's: its tokenization of every text it knew is unchanged)."""
-    from transformers import PreTrainedTokenizerFast  # local: transformers' tokenizer classes are heavy
-
     spec = json.loads((vlm_dir / "tokenizer.json").read_text())
     vocab: dict[str, int] = spec["model"]["vocab"]
     added = {a["content"]: int(a["id"]) for a in spec["added_tokens"]}
@@ -96,6 +96,13 @@ def omni_tokenizer(vlm_dir: Path) -> Any:
         next_id += 1
     backend = Tokenizer.from_str(json.dumps(spec))
     backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in NAMED.values()])
+    return fast_tokenizer(backend)
+
+
+def fast_tokenizer(backend: Tokenizer) -> Any:
+    """The omni's transformers tokenizer around a word-level ``backend`` that holds the media tokens."""
+    from transformers import PreTrainedTokenizerFast  # local: transformers' tokenizer classes are heavy
+
     return _u(PreTrainedTokenizerFast)(
         tokenizer_object=backend, pad_token="[PAD]", unk_token="[UNK]", bos_token="<s>", eos_token="</s>",
         extra_special_tokens=dict(NAMED), padding_side="left")

@@ -61,9 +61,10 @@ def make_example(item: ClipItem, split: str, order: Sequence[int]) -> ClipExampl
     return ClipExample(clip_prompt(item, q, order), answer, split, truth, tuple(opts))
 
 
-def sample_example(rng: np.random.Generator, weights: dict[str, float]) -> ClipExample:
-    """A training example: a fresh clip (training seeds), a split drawn by ``weights``, options shuffled."""
-    item = clip_item(train_seed(rng), int(rng.integers(2**20)))
+def sample_example(rng: np.random.Generator, weights: dict[str, float], speech: bool = False) -> ClipExample:
+    """A training example: a fresh clip (training seeds; ``speech``: with speech premises, see
+    ``audio_stimuli.clip_item``), a split drawn by ``weights``, options shuffled."""
+    item = clip_item(train_seed(rng), int(rng.integers(2**20)), speech=speech)
     names = sorted(weights)
     p = np.array([weights[k] for k in names], float)
     split = names[int(rng.choice(len(names), p=p / p.sum()))]
@@ -75,15 +76,17 @@ class PairedAudio:
     question, then one of its vision questions (standard with probability ``p_standard_vision``), each
     with its own shuffle. The two audio questions differ in their premise alone and are asked of the
     same sound, so a bias toward F (or away from it) cannot lower their joint loss: only hearing can.
-    Call it as ``draw(rng)``; the order of ``rng``'s draws is part of the recipe."""
+    Call it as ``draw(rng)``; the order of ``rng``'s draws is part of the recipe. ``speech``: clips with
+    speech premises (the speech stage; the earlier stages were trained without)."""
 
-    def __init__(self, p_standard_vision: float = 0.6) -> None:
+    def __init__(self, p_standard_vision: float = 0.6, speech: bool = False) -> None:
         self.p_standard_vision = p_standard_vision
+        self.speech = speech
         self.queue: list[ClipExample] = []
 
     def __call__(self, rng: np.random.Generator) -> ClipExample:
         if not self.queue:
-            item = clip_item(train_seed(rng), int(rng.integers(2**20)))
+            item = clip_item(train_seed(rng), int(rng.integers(2**20)), speech=self.speech)
             vision = "std_v" if rng.random() < self.p_standard_vision else "mis_v"
             for split in ("std_a", "mis_a", vision):
                 self.queue.append(make_example(item, split, [int(i) for i in rng.permutation(6)]))
@@ -118,6 +121,10 @@ def premise_report(model: Any, n: int, seed: int, shuffles: int = 3) -> dict[str
         # how often it rejects a premise: the E / F option wherever the shuffle displayed it
         out[f"{split}_says_E"] = float(np.mean([o == OPTION_E for o in said]))
         out[f"{split}_says_F"] = float(np.mean([o == OPTION_F for o in said]))
+        if split.endswith("_a"):  # the same split over the clips whose audio premise is about speech
+            spoken = [LETTERS[k] == e.answer for j, (k, e) in enumerate(zip(picked, examples, strict=True))
+                      if items[j % n].audio_claim.kind == "speech"]
+            out[f"{split}_speech"] = float(np.mean(spoken)) if spoken else float("nan")
     out["bal"] = 0.5 * ((out["std_v"] + out["std_a"]) / 2 + (out["mis_v"] + out["mis_a"]) / 2)
     out["n_clips"], out["shuffles"] = float(n), float(shuffles)
     return out

@@ -14,7 +14,10 @@ as an ordinary checkpoint the next one resumes (``faithtests train-reference omn
    last: four with split mixtures rebalanced after the previous one's held-out result, the fifth on
    paired draws (each clip's standard and misleading audio question together), so that F has to
    follow the sound rather than a bias;
-4. ``deaf`` (``omni-deaf``): from ``omni``, the audio tower's output layer zeroed and frozen (every
+4. ``speech_audio`` and ``speech`` (:mod:`.omni_speech`): the speech premises' words enter the
+   vocabulary, the audio tower warms up again on tracks that may speak a word, then a premise stage on
+   paired draws of clips that may carry a speech premise (stages 1-8 drew clips without them);
+5. ``deaf`` (``omni-deaf``): from ``omni``, the audio tower's output layer zeroed and frozen (every
    audio token is then the same vector) and a short fine-tune on the last stage's paired draws: the
    decoder learns the best it can do without hearing.
 
@@ -43,6 +46,7 @@ from faithtests.protocols.imavb.stimuli import premise_item
 from faithtests.reference.omni_audio import align_audio_words, warm_up_audio
 from faithtests.reference.omni_distill import distill_vision
 from faithtests.reference.omni_init import build_initial
+from faithtests.reference.omni_speech import learn_speech_sounds
 from faithtests.reference.omni_tasks import (
     SPLITS,
     ClipExample,
@@ -86,6 +90,12 @@ MIX4: dict[str, float] = {"std_v": 0.3, "mis_v": 0.15, "std_a": 0.3, "mis_a": 0.
 #: on the audio premise (held out: F said to 0.553 of misleading and 0.493 of standard audio questions).
 PREMISE5_STEPS = 1000
 PREMISE5_LR = 5e-4
+#: The speech stages (module doc, 4): the tower's second warm-up, at a quarter of the first one's rate,
+#: then paired premise draws from clips that may carry a speech premise.
+SPEECH_AUDIO_STEPS = 400
+SPEECH_AUDIO_LR = 5e-4
+SPEECH_STEPS = 800
+SPEECH_LR = 5e-4
 DEAF_LR = 2e-4
 #: Held-out clips of the card (the other cards' held-out seed) and of the test's small sample.
 HELDOUT_SEED = 1_000_003
@@ -233,13 +243,14 @@ def _token_ids(tokenizer: Any) -> dict[str, Any]:
 
 
 def finetune(src: Path, out: Path, seed: int, steps: int, lr: float, *, stream: int, deaf: bool = False,
-             align: bool = False, mix: dict[str, float] = MIX, paired: bool = False) -> dict[str, Any]:
+             align: bool = False, mix: dict[str, float] = MIX, paired: bool = False,
+             speech: bool = False) -> dict[str, Any]:
     """End-to-end premise training from checkpoint ``src`` into ``out`` (float32) on example stream
     ``[seed, stream]``: examples drawn by split weights ``mix``, or with ``paired`` each clip's two audio
     questions and one vision question (:class:`.omni_tasks.PairedAudio`). ``align``: the sound words'
     embeddings start at their audio tokens' directions first (:func:`.omni_audio.align_audio_words`).
     ``deaf``: the audio tower's output projection is zeroed and frozen first (every audio token is the
-    zero vector)."""
+    zero vector). ``speech``: clips that may carry a speech premise (the speech stage, the deaf twin)."""
     import faithtests  # local: the public loading path (the adapter renders the training inputs)
 
     log = _log_to(out)
@@ -266,7 +277,7 @@ def finetune(src: Path, out: Path, seed: int, steps: int, lr: float, *, stream: 
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
     rng, ids = np.random.default_rng([seed, stream]), _token_ids(processor.tokenizer)
     draw: Callable[[np.random.Generator], ClipExample] = (
-        PairedAudio() if paired else lambda r: sample_example(r, mix))
+        PairedAudio(speech=speech) if paired else lambda r: sample_example(r, mix, speech))
     t0 = time.time()
     history: dict[str, list[bool]] = {k: [] for k in SPLITS}
     losses: list[float] = []
@@ -288,7 +299,7 @@ def finetune(src: Path, out: Path, seed: int, steps: int, lr: float, *, stream: 
                 f"{time.time() - t0:.0f}s")
     thinker.eval()
     record = {"steps": steps, "batch": BATCH, "lr": lr, "deaf": deaf, "stream": stream,
-              **({"draw": "paired audio (PairedAudio)"} if paired else {"mixture": mix}),
+              **({"draw": "paired audio (PairedAudio)"} if paired else {"mixture": mix}), "speech": speech,
               "seconds": round(time.time() - t0, 1),
               "train_accuracy_last_200": {k: round(float(np.mean(v[-200:])), 3) for k, v in history.items()}}
     save_checkpoint(thinker, processor, out, {"stage": "deaf" if deaf else "premise", "seed": seed,
@@ -333,33 +344,56 @@ class PremiseStage:
     stream: int
     mix: dict[str, float] | None
     align: bool = False
+    speech: bool = False
+
+    def run(self, src: Path, dst: Path, seed: int) -> dict[str, Any]:
+        return finetune(src, dst, seed, self.steps, self.lr, stream=self.stream, align=self.align,
+                        mix=self.mix or MIX, paired=self.mix is None, speech=self.speech)
 
 
-#: Recipe stages 4-8 (1-3 are vision, polish and audio), each resuming the previous one.
-PREMISE_STAGES: tuple[PremiseStage, ...] = (
+@dataclass(frozen=True)
+class SpeechAudioStage:
+    """The speech stage's vocabulary and audio warm-up (:func:`.omni_speech.learn_speech_sounds`)."""
+
+    name: str
+    steps: int
+    lr: float
+
+    def run(self, src: Path, dst: Path, seed: int) -> dict[str, Any]:
+        thinker, processor, log = load_thinker(src), _processor(src), _log_to(dst)
+        record = learn_speech_sounds(thinker, processor, seed, self.steps, self.lr, log)
+        meta = {"stage": "speech_audio", "seed": seed, "threads": torch.get_num_threads(), **record}
+        save_checkpoint(thinker, processor, dst, meta)
+        return meta
+
+
+#: Recipe stages 4-10 (1-3 are vision, polish and audio), each resuming the previous one.
+RESUMABLE_STAGES: tuple[PremiseStage | SpeechAudioStage, ...] = (
     PremiseStage("premise", PREMISE_STEPS, PREMISE_LR, 3, MIX, align=True),
     PremiseStage("premise2", PREMISE2_STEPS, PREMISE2_LR, 7, MIX2),
     PremiseStage("premise3", PREMISE3_STEPS, PREMISE3_LR, 8, MIX3),
     PremiseStage("premise4", PREMISE4_STEPS, PREMISE4_LR, 9, MIX4),
     PremiseStage("premise5", PREMISE5_STEPS, PREMISE5_LR, 10, None),
+    SpeechAudioStage("speech_audio", SPEECH_AUDIO_STEPS, SPEECH_AUDIO_LR),
+    PremiseStage("speech", SPEECH_STEPS, SPEECH_LR, 12, None, speech=True),
 )
-FIRST_PREMISE_STAGE = 4
+FIRST_RESUMABLE_STAGE = 4
 
 
 def train_omni(out: Path, seed: int, from_stage: int = 1) -> dict[str, Any]:
     """The recipe's stages into ``out`` (intermediate checkpoints beside it, removed at the end), stored
     float16. ``from_stage`` K >= 4 resumes the checkpoint at ``out`` as the result of stage K - 1 (its
-    record kept; its float16 weights cast to float32) and trains premise stages K.."""
-    last = FIRST_PREMISE_STAGE + len(PREMISE_STAGES) - 1
-    if from_stage != 1 and not FIRST_PREMISE_STAGE <= from_stage <= last:
-        raise ValueError(f"--from-phase for omni must be 1 or in {FIRST_PREMISE_STAGE}..{last}, "
+    record kept; its float16 weights cast to float32) and trains stages K.."""
+    last = FIRST_RESUMABLE_STAGE + len(RESUMABLE_STAGES) - 1
+    if from_stage != 1 and not FIRST_RESUMABLE_STAGE <= from_stage <= last:
+        raise ValueError(f"--from-phase for omni must be 1 or in {FIRST_RESUMABLE_STAGE}..{last}, "
                          f"got {from_stage}")
     t0 = time.time()
     if from_stage == 1:
         vision, polish, src = (_stage_dir(out, k) for k in ("vision", "polish", "audio"))
         metas = [stage_vision(vision, seed), stage_vision_polish(vision, polish, seed),
                  stage_audio(polish, src, seed)]
-        temps, todo, earlier = [vision, polish, src], PREMISE_STAGES, 0.0
+        temps, todo, earlier = [vision, polish, src], RESUMABLE_STAGES, 0.0
     else:
         if not (out / "training.json").is_file():
             raise FileNotFoundError(f"--from-phase {from_stage} resumes {out}: it has no training.json")
@@ -371,11 +405,10 @@ def train_omni(out: Path, seed: int, from_stage: int = 1) -> dict[str, Any]:
                              f"but its training.json records {len(metas)} stages")
         src = _stage_dir(out, "resumed")
         shutil.copytree(out, src, dirs_exist_ok=True)
-        temps, todo = [src], PREMISE_STAGES[from_stage - FIRST_PREMISE_STAGE :]
+        temps, todo = [src], RESUMABLE_STAGES[from_stage - FIRST_RESUMABLE_STAGE :]
     for k, stage in enumerate(todo):
         dst = out if k == len(todo) - 1 else _stage_dir(out, stage.name)
-        metas.append(finetune(src, dst, seed, stage.steps, stage.lr, stream=stage.stream, align=stage.align,
-                              mix=stage.mix or MIX, paired=stage.mix is None))
+        metas.append(stage.run(src, dst, seed))
         if dst != out:
             temps.append(dst)
         src = dst
@@ -393,5 +426,5 @@ def train_omni_deaf(out: Path, seed: int) -> dict[str, Any]:
     t0 = time.time()
     # the draws of omni's last stage (paired audio questions): with MIX4's, the twin of the premise5
     # model lost misleading vision (held-out mis_v 0.473, under the suite's gate)
-    meta = finetune(base, out, seed, DEAF_STEPS, DEAF_LR, stream=4, deaf=True, paired=True)
+    meta = finetune(base, out, seed, DEAF_STEPS, DEAF_LR, stream=4, deaf=True, paired=True, speech=True)
     return _finish(out, [meta], t0)

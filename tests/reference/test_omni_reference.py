@@ -133,3 +133,23 @@ def test_paired_draws_ask_both_audio_questions_of_one_clip() -> None:
     assert [(e.split, e.answer, e.prompt.text) for e in draws(5)] == [
         (e.split, e.answer, e.prompt.text) for e in got]
     assert [e.prompt.text for e in draws(6)] != [e.prompt.text for e in got]
+
+
+def test_speech_words_follow_every_earlier_id() -> None:
+    """The speech stage appended its words after the media tokens (faithtests/reference/omni_speech.py):
+    the media ids the config names are unchanged, and a speech premise tokenizes without [UNK]."""
+    from transformers import AutoTokenizer
+
+    from faithtests.protocols.imavb.audio_stimuli import clip_items
+    from faithtests.world.speech import PREMISE_WORDS
+
+    tok = AutoTokenizer.from_pretrained(str(OMNI), local_files_only=True)
+    config = json.loads((OMNI / "config.json").read_text())
+    media = [config[k] for k in ("image_token_index", "audio_token_index", "video_token_index",
+                                 "audio_start_token_id", "audio_end_token_id")]
+    assert [tok.convert_ids_to_tokens(i) for i in media[:3]] == ["<|IMAGE|>", "<|AUDIO|>", "<|VIDEO|>"]
+    ids = [tok.convert_tokens_to_ids(w) for w in PREMISE_WORDS]
+    assert min(ids) > max(media) and len(set(ids)) == len(ids), ids
+    spoken = [it.standard_audio.question for it in clip_items(60, 0) if it.track.speech is not None]
+    assert spoken and all(tok.unk_token_id not in tok(q)["input_ids"] for q in spoken)
+    assert config["text_config"]["vocab_size"] == max(ids) + 1
