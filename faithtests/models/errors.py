@@ -35,6 +35,11 @@ FEATURES: dict[str, str] = {
     "patch_grid": "one square patch grid of image tokens per image",
     "logits_processors": "a generate() that applies the caller's logits processors (contrastive decoding)",
     "caption_scores": "caption log-likelihoods per token (a generative VLM used as an image-text scorer)",
+    "hidden_states": "hidden states of every decoder layer (probes, lenses, pre-answer states)",
+    "hooks": "inference-time interventions inside the model (attention, FFN, logit adjusters)",
+    "logprobs": "log-probabilities of the first answer token's alternatives (option logits)",
+    "answer_scores": "the log-probability of a given answer (not one the model generated)",
+    "media_parts": "video and audio parts in a request",
 }
 
 
