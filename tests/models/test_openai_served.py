@@ -26,7 +26,11 @@ from faithtests.models.locations import fixtures_root
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVE_VENV = Path(os.environ.get("FAITH_SERVE_VENV", ROOT / ".venv-serve"))
-READY_S = 180
+VLLM_VENV = Path(os.environ.get("FAITH_VLLM_VENV", ROOT / ".venv-vllm"))
+#: How far a served log-probability difference may sit from the in-process one: vLLM's CPU float32
+#: kernels against torch's eager ones (measured 1.4e-5 on 60 six-option questions).
+LOGPROB_TOLERANCE = 1e-4
+READY_S = 300
 
 
 def _free_port() -> int:
@@ -35,19 +39,20 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def served() -> Iterator[str]:
-    exe = SERVE_VENV / "bin" / "transformers"
-    if not exe.is_file():
-        why = f"no transformers serve venv at {SERVE_VENV} (docs/models.md, serving a checkpoint)"
+def _venv_or_skip(venv: Path, what: str) -> Path:
+    if not venv.is_dir():
+        why = f"no {what} venv at {venv} (docs/models.md, serving a checkpoint)"
         if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes"):
             pytest.fail(f"CI=true and {why}")
         pytest.skip(why)
-    port = _free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([str(exe), "serve", str(fixtures_root() / "vlm"), "--host", "127.0.0.1",
-                             "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    return venv
+
+
+def _serve(cmd: list[str], port: int, **env_extra: str) -> Iterator[str]:
+    """Run ``cmd`` (a server on ``port``) until it answers ``/health``; yield its API root; stop it by PID."""
+    # 1 thread: essential for vLLM on 2 cores (4-5 tok/s without it, 125-150 with it, issue 45)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", **env_extra}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + READY_S
@@ -60,7 +65,7 @@ def served() -> Iterator[str]:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
                 err = proc.stderr.read() if proc.poll() is not None and proc.stderr else ""
-                pytest.fail(f"transformers serve did not come up on {url} in {READY_S} s: {err[-2000:]}")
+                pytest.fail(f"{cmd[0]} did not come up on {url} in {READY_S} s: {err[-2000:]}")
             time.sleep(1)
         yield f"{url}/v1"
     finally:
@@ -69,6 +74,24 @@ def served() -> Iterator[str]:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[str]:
+    """``transformers serve`` of the reference VLM."""
+    venv, port = _venv_or_skip(SERVE_VENV, "transformers serve"), _free_port()
+    yield from _serve([str(venv / "bin" / "transformers"), "serve", str(fixtures_root() / "vlm"),
+                       "--host", "127.0.0.1", "--port", str(port)], port)
+
+
+@pytest.fixture(scope="module")
+def vllm() -> Iterator[str]:
+    """vLLM (CPU build) serving the reference VLM in float32 through its transformers backend."""
+    venv, port = _venv_or_skip(VLLM_VENV, "vLLM"), _free_port()
+    yield from _serve([str(venv / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server",
+                       "--model", str(fixtures_root() / "vlm"), "--model-impl", "transformers",
+                       "--dtype", "float32", "--host", "127.0.0.1", "--port", str(port)], port,
+                      VLLM_CPU_KVCACHE_SPACE="1")  # GiB: its default does not fit beside the tests
 
 
 def _prompts() -> list[Prompt]:
@@ -124,3 +147,31 @@ def test_bad_specs_and_dead_endpoints_are_clear_errors() -> None:
     dead = f"http://127.0.0.1:{_free_port()}/v1"
     with pytest.raises(ModelSpecError, match="refused a one-image probe request"):
         faithtests.load_model(f"openai:m@{dead}")
+
+
+def test_vllm_logprobs_match_the_in_process_logits(vllm: str) -> None:
+    """IMAVB's six-option questions on 20 world images: the letter the endpoint ranks first is the
+    in-process argmax on every row, and each listed letter's log-probability minus the top one's equals
+    the in-process logit difference within LOGPROB_TOLERANCE (a softmax is shift-invariant). Letters
+    outside the endpoint's top 20 are -inf: counted, never guessed."""
+    import torch
+
+    import faithtests
+    from faithtests.protocols.imavb.prompts import a1_text
+    from faithtests.protocols.imavb.records import LETTERS
+    from faithtests.protocols.imavb.stimuli import premise_item
+    from faithtests.world.render import render
+
+    api = faithtests.load_model(f"openai:{fixtures_root() / 'vlm'}@{vllm}")
+    assert api.capabilities["logprobs"] == "yes" and api.served["system_fingerprint"].startswith("vllm")
+    local = faithtests.load_model("reference:vlm")
+    prompts = [Prompt(images=(render(it.scene),), text=a1_text(q.question, q.options))
+               for it in (premise_item(0, i) for i in range(20)) for q in (it.standard, it.misleading)]
+    served, here = api.option_logits(prompts, LETTERS), local.option_logits(prompts, LETTERS)
+    assert torch.equal(served.argmax(1), here.argmax(1))
+    top = served.argmax(1, keepdim=True)
+    d_served, d_here = served - served.gather(1, top), here - here.gather(1, top)
+    listed = torch.isfinite(d_served)
+    assert listed.float().mean() > 0.9  # measured 0.97: the rest sit outside the top 20
+    assert float((d_served - d_here)[listed].abs().max()) < LOGPROB_TOLERANCE
+    assert api.generate(prompts[:6], 8) == local.generate(prompts[:6], 8)
