@@ -156,7 +156,26 @@ class OpenAIModel:
 
     def decide(self, prompts: Sequence[Prompt], options: Sequence[str],
                hooks: Hooks | None = None) -> Decision:
-        raise NotApplicable(self.spec, "hidden_states", "a served model shows no hidden states")
+        """The option logits and no states ([0, N, 0]: no layer is visible); a test that reads states
+        asks :meth:`lacks` first and is not applicable."""
+        import torch  # local: the VLM protocol returns tensors
+
+        logits = self.option_logits(prompts, options, hooks)
+        return Decision(logits=logits, states=torch.zeros(0, len(prompts), 0))
+
+    def lacks(self, feature: str) -> str:
+        """Why the endpoint lacks ``feature`` ("" if it has it): what a chat endpoint never shows, and
+        what the probe at load found missing."""
+        never = {"hidden_states": "a served model shows no hidden states",
+                 "attention": "a served model shows no attention weights",
+                 "residual_hooks": "a served model takes no inference-time hooks",
+                 "logits_processors": "a served model takes no logits processors",
+                 "patch_grid": "a served model shows no image tokens",
+                 "caption_scores": "a chat endpoint scores no given caption"}
+        if feature in never:
+            return never[feature]
+        found = self.capabilities.get(feature)
+        return "" if found in (None, "yes") else str(found)
 
     def states(self, prompts: Sequence[Prompt], hooks: Hooks | None = None) -> torch.Tensor:
         raise NotApplicable(self.spec, "hidden_states", "a served model shows no hidden states")

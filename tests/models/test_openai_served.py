@@ -124,10 +124,12 @@ def test_what_the_endpoint_lacks_is_not_applicable_with_the_reason(served: str) 
     assert "returned no top_logprobs" in api.capabilities["logprobs"]
     with pytest.raises(NotApplicable, match="returned no top_logprobs"):
         api.option_logits(_prompts()[:1], ["A", "B"])
-    for call in (lambda: api.states(_prompts()[:1]), lambda: api.decide(_prompts()[:1], ["A", "B"]),
-                 lambda: api.attentions(_prompts()[:1])):
+    with pytest.raises(NotApplicable, match="returned no top_logprobs"):  # decide needs option logits
+        api.decide(_prompts()[:1], ["A", "B"])
+    for call in (lambda: api.states(_prompts()[:1]), lambda: api.attentions(_prompts()[:1])):
         with pytest.raises(NotApplicable, match="served model shows no"):
             call()
+    assert api.lacks("hidden_states") and api.lacks("logprobs") and not api.lacks("images")
 
 
 def test_the_key_is_never_in_the_fingerprint(served: str, monkeypatch: pytest.MonkeyPatch) -> None:
