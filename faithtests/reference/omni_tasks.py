@@ -121,10 +121,12 @@ def premise_report(model: Any, n: int, seed: int, shuffles: int = 3) -> dict[str
         # how often it rejects a premise: the E / F option wherever the shuffle displayed it
         out[f"{split}_says_E"] = float(np.mean([o == OPTION_E for o in said]))
         out[f"{split}_says_F"] = float(np.mean([o == OPTION_F for o in said]))
-        if split.endswith("_a"):  # the same split over the clips whose audio premise is about speech
-            spoken = [LETTERS[k] == e.answer for j, (k, e) in enumerate(zip(picked, examples, strict=True))
-                      if items[j % n].audio_claim.kind == "speech"]
-            out[f"{split}_speech"] = float(np.mean(spoken)) if spoken else float("nan")
+        # the same split over the clips whose audio premise is about speech (left out when none is: the
+        # card is JSON, which has no NaN)
+        spoken = [LETTERS[k] == e.answer for j, (k, e) in enumerate(zip(picked, examples, strict=True))
+                  if split.endswith("_a") and items[j % n].audio_claim.kind == "speech"]
+        if spoken:
+            out[f"{split}_speech"] = float(np.mean(spoken))
     out["bal"] = 0.5 * ((out["std_v"] + out["std_a"]) / 2 + (out["mis_v"] + out["mis_a"]) / 2)
     out["n_clips"], out["shuffles"] = float(n), float(shuffles)
     return out

@@ -37,6 +37,7 @@ from PIL import Image
 
 from faithtests.models.interfaces import Audio
 from faithtests.protocols.imavb.records import LETTERS, OPTION_E, OPTION_F, PremiseRecord, Split
+from faithtests.protocols.imavb.records import SPEECH_SUBCATEGORIES as ALL_SPEECH
 from faithtests.protocols.imavb.stimuli import PremiseItem, PremiseQuestion, premise_item
 from faithtests.world.captions import NUMBER_WORDS
 from faithtests.world.ids import item_rng
@@ -64,17 +65,17 @@ CLIP_FPS = 1.0
 AUDIO_CATEGORIES: tuple[str, ...] = (
     "existence", "time_order", "cross_modality", "scene_description", "temporal",
 )
-#: The speech subcategories the world produces (of records.SPEECH_SUBCATEGORIES: not speech_context).
-SPEECH_SUBCATEGORIES: tuple[str, ...] = ("speech_content", "speech_speaker", "speech_tone")
-AUDIO_SUBCATEGORIES: tuple[str, ...] = (
-    "sound_type", "sound_intensity", "ambient_sound", "background_music", "sound_source",
-    *SPEECH_SUBCATEGORIES,
-)
 #: Table 14's audio subcategories the world does not produce, and why.
 NOT_PRODUCED: dict[str, str] = {
     "speech_context": "the world's speech is one word: there is no dialogue whose situation could be "
                       "described",
 }
+#: The speech subcategories the world produces: Table 14's (records.SPEECH_SUBCATEGORIES) but those above.
+SPEECH_SUBCATEGORIES: tuple[str, ...] = tuple(s for s in ALL_SPEECH if s not in NOT_PRODUCED)
+AUDIO_SUBCATEGORIES: tuple[str, ...] = (
+    "sound_type", "sound_intensity", "ambient_sound", "background_music", "sound_source",
+    *SPEECH_SUBCATEGORIES,
+)
 #: The premise subcategories each question category can carry (the query asks about another detail);
 #: speech premises go with the categories whose clips have room for a word beside their events.
 CATEGORY_SUBCATEGORIES: dict[str, tuple[str, ...]] = {

@@ -37,8 +37,8 @@ F_INDEX: Final = 5
 OPTION_E: Final = "The visual detail in the question is incorrect"
 OPTION_F: Final = "The audio detail in the question is incorrect"
 #: Table 14's speech subcategories of misleading audio premises (the other five are about sounds).
-SPEECH_SUBCATEGORIES: Final[tuple[str, ...]] = ("speech_content", "speech_context", "speech_tone",
-                                                "speech_speaker")
+SPEECH_SUBCATEGORIES: Final[tuple[str, ...]] = ("speech_content", "speech_speaker", "speech_tone",
+                                                "speech_context")
 
 #: Loads the stimulus: one image (reference world) or N uniformly sampled video frames (IMAVB).
 MediaLoader = Callable[[], tuple[Image.Image, ...]]
