@@ -26,6 +26,12 @@ class PluginContractError(TypeError):
     allow (a list for a tensor, a wrong shape, None for text, a non-finite count); names the plug-in."""
 
 
+class EndpointError(RuntimeError):
+    """A served model (``openai:``) stopped answering mid-run: the server died, refused the request
+    (after the client's retries on 429 / 5xx), timed out or sent what is not a chat completion. Names the
+    model and what the server said; rows answered before it are kept in the output cache."""
+
+
 #: feature -> what it is (a :class:`NotApplicable` reason names it; :mod:`.capabilities` finds them)
 FEATURES: dict[str, str] = {
     "chat_template": "a chat template (every prompt is laid out through it)",
