@@ -215,6 +215,7 @@ def test_residual_stream(faith: Faith, spdfaith_data: SpdData, variant: str, fai
     """cos(h_same, h_diff) of the pre-answer residual states per layer (App. D.3, Fig. 21), with its CI
     band over images, for consistent and for contradictory pairs. Recorded, not gated."""
     data = spdfaith_data
+    data.require_states()
     ans = data.answers(variant)
     _record_invalid(faith, data, ans)
     recs = data.usable.records

@@ -122,6 +122,9 @@ def _eval_rows(
     and gives its verdict on all rows (the ``pgla`` tests are INSUFFICIENT)."""
     if variant != "base":
         return None
+    if why := data.no_states():  # a served model: PGLA is not applicable, the base verdicts stand
+        faith.invalid(f"{EVAL_ROWS} slice not computed", 1, examples=[why])
+        return InsufficientData(why)
     try:
         return data.pgla(seed).eval_rows
     except InsufficientData as e:
@@ -275,6 +278,7 @@ def test_prompt_variant(faith: Faith, premise_data: PremiseData, prompt: str, fa
 def test_representation_action_gap(faith: Faith, premise_data: PremiseData, faith_seed: int) -> None:
     """§4.3 on the vision-grounded rows (mis_v vs std_v, the gate's quantity for every model), App. L,
     and the logit lens per split (Table 3's four columns where the model hears)."""
+    premise_data.require_states()
     run = premise_data.run
     assert run.states is not None, "the A1 run kept no hidden states"
     rows = premise_data.modality_rows("vision")
@@ -375,6 +379,7 @@ def test_probe_asymmetry(faith: Faith, premise_data: PremiseData, faith_seed: in
     run = premise_data.run
     if not premise_data.modality_rows("audio").size:
         _not_applicable(premise_data, "the audio-grounded probe")
+    premise_data.require_states()
     assert run.states is not None, "the A1 run kept no hidden states"
     hits: dict[str, tuple[np.ndarray, list[str]]] = {}
     for target in ("vision", "audio"):

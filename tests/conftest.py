@@ -27,6 +27,9 @@ from faithtests.testing.suite_run import run_small_default
 #: The seed sweep (tests/seeds: ten default runs and their twins, ~25 min) runs once in CI, by itself:
 #: ``FAITH_SEED_SWEEP=1 pytest tests/seeds -n 2`` (.ci/run); ``pytest tests/`` leaves it out.
 collect_ignore = [] if os.environ.get("FAITH_SEED_SWEEP") else ["seeds"]
+#: The served-model tests (tests/served: real vLLM and transformers serve, each in its own venv, minutes
+#: of start-up) also run once in CI by themselves: ``FAITH_SERVED=1 pytest tests/served`` (.ci/run).
+collect_ignore += [] if os.environ.get("FAITH_SERVED") else ["served"]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -159,3 +159,16 @@ def test_floors_are_shown_apart_from_paper_gates_in_terminal_html_and_json() -> 
     assert 'class="gate-kind gate-paper" title="Table 2">paper gate<' in html
     back = MetricResult.from_json(next(r for r in sc.results if r.metric == "c_fail").to_json())
     assert (back.gate_kind, back.gate_note) == ("floor", means)
+
+
+def test_a_served_model_says_what_it_was_asked() -> None:
+    """A served model (openai:) prints the requests the run sent it (its cost) and the option letters it
+    could only bound; an in-process model prints no such line."""
+    sc = _card()
+    sc.fingerprint["models"] = {"gpt": {"endpoint": {"requests": 1234, "bounded_letters": 3}},
+                                "local": {"dtype": "float32"}}
+    lines = summary_lines(sc, [], None, [])
+    assert [x for x in lines if x.startswith("endpoint ")] == [
+        "endpoint gpt: 1234 request(s) sent; 3 option letter(s) outside its top log-probs, bounded"]
+    sc.fingerprint["models"]["gpt"]["endpoint"]["bounded_letters"] = 0
+    assert "endpoint gpt: 1234 request(s) sent" in summary_lines(sc, [], None, [])

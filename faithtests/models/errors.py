@@ -26,6 +26,12 @@ class PluginContractError(TypeError):
     allow (a list for a tensor, a wrong shape, None for text, a non-finite count); names the plug-in."""
 
 
+class EndpointError(RuntimeError):
+    """A served model (``openai:``) stopped answering mid-run: the server died, refused the request
+    (after the client's retries on 429 / 5xx), timed out or sent what is not a chat completion. Names the
+    model and what the server said; rows answered before it are kept in the output cache."""
+
+
 #: feature -> what it is (a :class:`NotApplicable` reason names it; :mod:`.capabilities` finds them)
 FEATURES: dict[str, str] = {
     "chat_template": "a chat template (every prompt is laid out through it)",
@@ -35,6 +41,11 @@ FEATURES: dict[str, str] = {
     "patch_grid": "one square patch grid of image tokens per image",
     "logits_processors": "a generate() that applies the caller's logits processors (contrastive decoding)",
     "caption_scores": "caption log-likelihoods per token (a generative VLM used as an image-text scorer)",
+    "hidden_states": "hidden states of every decoder layer (probes, lenses, pre-answer states)",
+    "hooks": "inference-time interventions inside the model (attention, FFN, logit adjusters)",
+    "logprobs": "log-probabilities of the first answer token's alternatives (option logits)",
+    "answer_scores": "the log-probability of a given answer (not one the model generated)",
+    "media_parts": "video and audio parts in a request",
 }
 
 

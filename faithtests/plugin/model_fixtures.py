@@ -53,7 +53,17 @@ from faithtests.plugin import scaleout, usage
 from faithtests.plugin.distribution import group_name, worker_device
 from faithtests.plugin.item_keys import suite_name
 from faithtests.plugin.model_spec import DEFAULT_OMNI
-from faithtests.plugin.option_table import BATCH_SIZE, CACHE, DEVICE, DTYPE, NO_VLM_SCORER, THREADS
+from faithtests.plugin.option_table import (
+    API_CONCURRENCY,
+    API_MAX_REQUESTS,
+    API_TIMEOUT,
+    BATCH_SIZE,
+    CACHE,
+    DEVICE,
+    DTYPE,
+    NO_VLM_SCORER,
+    THREADS,
+)
 from faithtests.plugin.options import (
     DEFAULT_SCORER,
     DEFAULT_VLM,
@@ -262,7 +272,15 @@ def load_cached(config: pytest.Config, spec: str) -> Any:
         cache[key] = loading(spec, device=device, dtype=dtype, batch_size=batch, **options)
         _set_threads(config, cache[key])
         attach_store(config, cache[key])
+        _configure_endpoint(config, cache[key])
     return cache[key]
+
+
+def _configure_endpoint(config: pytest.Config, model: Any) -> None:
+    """A served model (``openai:``) gets the run's ``--faith-api-*`` settings."""
+    if hasattr(model, "configure") and hasattr(model, "max_requests"):
+        model.configure(concurrency=setting(config, API_CONCURRENCY), timeout_s=setting(config, API_TIMEOUT),
+                        max_requests=setting(config, API_MAX_REQUESTS))
 
 
 def cache_dir(config: pytest.Config) -> str | None:
@@ -306,6 +324,9 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
     for label, model in item.config.stash.get(_REGISTERED, {}).items():
         if hasattr(model, "truncation_info"):
             register_model_info(item.config, label, {"truncated_inputs": model.truncation_info()})
+        if hasattr(model, "max_requests"):  # a served model: what this run has asked of its endpoint
+            register_model_info(item.config, label, {"endpoint": {"requests": model.requests,
+                                                                  "bounded_letters": model.bounded}})
         if hasattr(model, "in_process_calls"):  # a Ray-pooled model: calls that ran in the driver
             register_model_info(item.config, label, {"ray": model.fingerprint()["ray"]})
     store = item.config.stash.get(_STORE, None)

@@ -288,6 +288,23 @@ DEVICE_MAP = Option("faith_device_map",
                     f"HF VLMs: device_map for from_pretrained ({', '.join(DEVICE_MAPS)}); spreads a model "
                     "over the visible GPUs (needs accelerate)", "", parse=_text, metavar="MAP",
                     ini_help="HF VLM device_map (see --faith-device-map)", section="scale-out")
+API_CONCURRENCY = Option("faith_api_concurrency", "openai: models: requests in flight at once per endpoint",
+                         "4", parse=lambda raw, _: to_int(raw, "--faith-api-concurrency", 1), metavar="N",
+                         ini_help="requests in flight per endpoint (see --faith-api-concurrency)",
+                         section="served models")
+API_TIMEOUT = Option("faith_api_timeout", "openai: models: seconds one request may take before it is retried "
+                     "(the client retries 429, 5xx and timeouts 4 times with backoff)", "120",
+                     parse=lambda raw, _: to_int(raw, "--faith-api-timeout", 1), metavar="S",
+                     ini_help="seconds per endpoint request (see --faith-api-timeout)",
+                     section="served models")
+API_MAX_REQUESTS = Option("faith_api_max_requests",
+                          "openai: models: the most requests one endpoint is sent in this run (a cost "
+                          "budget); past it, its remaining tests fail with that reason and the answers so "
+                          "far stay in the output cache (default: no limit)", "",
+                          parse=lambda raw, _: to_int(raw, "--faith-api-max-requests", 1) if str(raw).strip()
+                          else None, metavar="N",
+                          ini_help="request budget per endpoint (see --faith-api-max-requests)",
+                          section="served models", doc_default="no limit")
 NO_PROGRESS = Option("faith_no_progress",
                      "no progress lines for long model stages (also off with -qq and when the output is "
                      "not a terminal)", False,
@@ -299,7 +316,7 @@ PLUGIN_OPTIONS: tuple[Option, ...] = (
     SEED,
     ALLOW_MISSING, ALLOW_MISMATCH, REGRESSION, REGRESSION_ALL, ALLOW_INSUFFICIENT, FORCE_UPDATE_BASELINE,
     MAX_EXEMPLARS, DEFAULT_THRESHOLDS_FILE, DEVICE, DTYPE, BATCH_SIZE, THREADS, CACHE, NO_VLM_SCORER,
-    SHARD, RAY, RAY_ACTORS, RAY_GPUS, DEVICE_MAP, NO_PROGRESS,
+    SHARD, RAY, RAY_ACTORS, RAY_GPUS, DEVICE_MAP, API_CONCURRENCY, API_TIMEOUT, API_MAX_REQUESTS, NO_PROGRESS,
 )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from faithtests.config import RUN_CONFIG
-from faithtests.models.errors import NotApplicable
+from faithtests.models.errors import EndpointError, NotApplicable
 from faithtests.plugin.controller import (
     INSUFFICIENT_PROPERTY,
     MESSAGE_CHARS,
@@ -349,9 +349,10 @@ def _one_line_check_failure(config: pytest.Config, call: pytest.CallInfo[None],
     other failure (a real bug) keeps its traceback and output, and so does every failure under ``--tb``
     other than the default, or ``--full-trace``."""
     exc = call.excinfo.value if call.excinfo is not None else None
-    if not (report.failed and isinstance(exc, FaithCheckFailed) and call.when == "call"):
+    endpoint = report.failed and isinstance(exc, EndpointError)  # a served model stopped answering
+    if not (report.failed and isinstance(exc, FaithCheckFailed) and call.when == "call") and not endpoint:
         return
     if getattr(config.option, "tbstyle", "auto") != "auto" or getattr(config.option, "fulltrace", False):
         return
-    report.longrepr = f"faithtests check failed: {exc}"
+    report.longrepr = f"faithtests endpoint error: {exc}" if endpoint else f"faithtests check failed: {exc}"
     report.sections = [s for s in report.sections if not s[0].startswith("Captured ")]

@@ -218,6 +218,19 @@ def legend_lines(sc: Scorecard, results: Sequence[MetricResult]) -> list[str]:
             + [f"  floor {name} (no paper row measures it) failed: {note}" for name, note in floors])
 
 
+def endpoint_lines(sc: Scorecard) -> list[str]:
+    """What each served model (``openai:``) was asked this run: its cost, in requests."""
+    out = []
+    models = sc.fingerprint.get("models") or {}
+    for label, info in models.items():
+        ep = info.get("endpoint") if isinstance(info, dict) else None
+        if isinstance(ep, dict):
+            bounded = ep.get("bounded_letters", 0)
+            tail = f"; {bounded} option letter(s) outside its top log-probs, bounded" if bounded else ""
+            out.append(f"endpoint {label}: {ep.get('requests', 0)} request(s) sent{tail}")
+    return out
+
+
 def summary_lines(sc: Scorecard, written: Sequence[Path], comparison: Comparison | None,
                   notes: Sequence[str], *, full: bool = False, quiet: bool = False) -> list[str]:
     """The terminal summary: counts, the results table (failing, insufficient and inconclusive checks
@@ -243,6 +256,7 @@ def summary_lines(sc: Scorecard, written: Sequence[Path], comparison: Comparison
     if comparison is not None:
         lines += _comparison_lines(sc, comparison, full)
     lines += list(notes)
+    lines += endpoint_lines(sc)
     lines += model_verdicts(results, comparison.regressions if comparison is not None else (), sc.tests)
     lines.append(f"report: {', '.join(str(p) for p in written) or '(not written)'}")
     return lines

@@ -29,9 +29,9 @@ from faithtests.models.errors import (
 from faithtests.models.registry import load_model
 from faithtests.models.vlm_scorer import VLMScorer
 
-#: The built-in prefixes, then those installed packages register (faithtests' own ``policy:``, its gate
-#: tests' one-answer models: faithtests/testing/policies.py)
-PREFIXES = "['reference:', 'open_clip:', 'hf:', 'vlm-scorer:', 'py:', 'policy:']"
+#: The built-in prefixes, then those installed packages register (faithtests' own ``openai:``, served
+#: models, and ``policy:``, its gate tests' one-answer models: faithtests/testing/policies.py)
+PREFIXES = "['reference:', 'open_clip:', 'hf:', 'vlm-scorer:', 'py:', 'openai:', 'policy:']"
 LONG_CAPTION = " ".join(["a small red cube sits to the left of a large blue sphere on a wooden table"] * 7)
 
 

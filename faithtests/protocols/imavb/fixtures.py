@@ -33,6 +33,7 @@ import numpy as np
 import pytest
 
 from faithtests.config import record_setting, run_config, setting
+from faithtests.models.capabilities import lacks, require
 from faithtests.models.interfaces import VisionLanguageModel
 from faithtests.protocols.imavb import sources
 from faithtests.protocols.imavb.manifest import FRAMES, IMAVB_FRAMES, MANIFEST, parse_frames
@@ -142,6 +143,15 @@ class PremiseData:
     def splits(self) -> list[str]:
         return [r.split for r in self.run.records]
 
+    def no_states(self) -> str:
+        """Why the model shows no hidden states ("" when it does; a served model shows none)."""
+        return lacks(self.vlm, "hidden_states") if self.vlm is not None else ""
+
+    def require_states(self) -> None:
+        """The white-box tests (probes, lens, PGLA) are not applicable to a model without states."""
+        if self.vlm is not None:
+            require(self.vlm, "hidden_states")
+
     def stimuli(self) -> list[str]:
         return [r.stimulus_id for r in self.run.records]
 
@@ -154,6 +164,7 @@ class PremiseData:
         std_a, on :meth:`modality_rows`; 4-fold CV grouped by stimulus) and its folds (indices into
         those rows); computed once."""
         if (seed, target) not in self._gap:
+            self.require_states()
             if self.run.states is None:
                 raise ValueError(f"{self.dataset}: the run kept no hidden states")
             rows = self.modality_rows(target)
@@ -187,6 +198,7 @@ class PremiseData:
         if orders not in ("shuffled", "fixed"):
             raise ValueError(f"orders must be 'shuffled' or 'fixed', got {orders!r}")
         if (seed, orders) not in self._pgla:
+            self.require_states()
             r = self.run
             if r.states is None:
                 raise ValueError(f"{self.dataset}: PGLA needs the run's hidden states")

@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faithtests.data.invalid import NONFINITE, CountsInvalid
+from faithtests.models.capabilities import lacks
 from faithtests.models.interfaces import Hooks, Prompt, VisionLanguageModel
 from faithtests.progress import label, stage
 from faithtests.protocols.imavb.metrics import TIE, answers, correct
@@ -150,6 +151,7 @@ def run_choice(
     """Six-letter logits of every record under the fixed order and ``k`` shuffles (module doc); the
     stimulus comes from ``media_of`` when given (A6/A7's trimmed clip). A model that hears gets each
     record's soundtrack with its frames (:func:`hears`)."""
+    want_states = want_states and not lacks(vlm, "hidden_states")  # a served model shows none
     if not records:
         raise ValueError("run_choice: no records")
     orders = shuffle_ids(k)

@@ -25,6 +25,8 @@ from faithtests.config import run_config
 from faithtests.data.aro import VG_FILES, VGSubset, load_vg
 from faithtests.data.sugarcrepe import load_sugarcrepe
 from faithtests.data.winoground import load_winoground
+from faithtests.models.capabilities import lacks
+from faithtests.models.errors import NotApplicable
 from faithtests.protocols.s3e import sources
 from faithtests.protocols.s3e.roles import build_s3e_records
 from faithtests.protocols.s3e.run import run_forced_choice
@@ -54,6 +56,8 @@ class S3EData:
     logits: np.ndarray  # [N, 2, 5, 2]
     states: np.ndarray  # [L, N, 2, 5, D]
     excluded: dict[str, int]  # reason -> records left out (counted in the scorecard)
+    spec: str = ""
+    no_states: str = ""  # why the model shows no pre-answer states ("" when it does): found at load
 
 
 def _s3e_records(config: pytest.Config) -> tuple[list[Any], dict[str, Any], dict[str, int]]:
@@ -111,7 +115,8 @@ def s3e_data(request: pytest.FixtureRequest, faith_vlm: Any) -> S3EData:
     if faith_vlm.spec not in cache:
         records, images, excluded = _s3e_records(request.config)
         run = run_forced_choice(faith_vlm, records, lambda r: images[r.item_id](), keep_nonfinite=True)
-        cache[faith_vlm.spec] = S3EData(records, images, run.logits, run.states, excluded)
+        cache[faith_vlm.spec] = S3EData(records, images, run.logits, run.states, excluded,
+                                        spec=faith_vlm.spec, no_states=lacks(faith_vlm, "hidden_states"))
     return cache[faith_vlm.spec]
 
 
@@ -119,6 +124,8 @@ def finite_records(faith: Any, s3e: S3EData, *, states: bool = False) -> S3EData
     """``s3e`` without the records whose A/B logits (with ``states``, also pre-answer states) hold NaN or
     inf: those are counted per record as 'non-finite score' and fail every later check of the model
     (``Faith.nonfinite``), so the metrics aggregate only usable records instead of crashing."""
+    if states and s3e.no_states:  # a served model: the white-box half is not applicable, once, with why
+        raise NotApplicable(s3e.spec, "hidden_states", s3e.no_states)
     n = len(s3e.records)
     rows = s3e.logits.reshape(n, -1)
     if states:  # a float64 sum of finite float32 states cannot overflow: NaN/inf iff a state is

@@ -23,9 +23,11 @@ import pytest
 
 from faithtests.config import run_config, setting
 from faithtests.data.invalid import Counted, invalid_rows
+from faithtests.models.capabilities import require
 from faithtests.models.interfaces import VisionLanguageModel
 from faithtests.progress import label
 from faithtests.protocols.spdfaith import sources
+from faithtests.protocols.spdfaith.api_judge import load_api_judge
 from faithtests.protocols.spdfaith.coco_edits import default_cache_dir
 from faithtests.protocols.spdfaith.judge import DeterministicJudge, Judge, callable_judge, world_judge
 from faithtests.protocols.spdfaith.manifest import JUDGE, MANIFEST, SAGE
@@ -44,7 +46,13 @@ _SETTINGS = pytest.StashKey["tuple[Judge | None, SageConfig | None]"]()
 
 
 def load_judge(spec: str) -> Judge:
-    """``package.module:function`` → a judge named after it; a clear UsageError for anything else."""
+    """``package.module:function`` → a judge named after it, ``openai:MODEL@URL`` → an LLM judge behind
+    that endpoint (:mod:`.api_judge`); a clear UsageError for anything else."""
+    if spec.startswith("openai:"):
+        try:
+            return load_api_judge(spec)
+        except Exception as e:  # the endpoint's own words: a wrong URL or model name, a dead server
+            raise pytest.UsageError(f"--faith-spd-judge: {e}") from None
     module, sep, attr = spec.partition(":")
     if not sep or not module or not attr:
         raise pytest.UsageError(f"--faith-spd-judge: {spec!r} is not MODULE:CALLABLE")
@@ -132,6 +140,10 @@ class SpdData:
             with label(f"SPD {variant}"):  # names the model calls' progress stages
                 self._answers[variant] = run_variant(self.vlm, self.usable, variant, self.judge, self.sage)
         return self._answers[variant]
+
+    def require_states(self) -> None:
+        """The residual-stream check is not applicable to a model without states (a served one)."""
+        require(self.vlm, "hidden_states")
 
     def data_invalid(self) -> list[tuple[str, int, int, list[str]]]:
         """(kind, count, out of, examples) of the loader's rejections (out of the rows read) and of the

@@ -18,9 +18,9 @@ def _text(raw: object, source: Source) -> str:
 #: ``--faith-spd-judge``: the claim judge ``MODULE:CALLABLE`` ("" = the deterministic judge).
 JUDGE = Option(
     "faith_spd_judge",
-    "SPD-Faith claim judge MODULE:CALLABLE, fn(answer, record) -> Judgement (default: the deterministic "
-    "judge)",
-    default="", parse=_text, metavar="MODULE:CALLABLE", section="SPD-Faith")
+    "SPD-Faith claim judge: MODULE:CALLABLE, fn(answer, record) -> Judgement, or openai:MODEL@URL, an LLM "
+    "judge behind an OpenAI-compatible endpoint (default: the deterministic judge)",
+    default="", parse=_text, metavar="JUDGE", section="SPD-Faith")
 #: ``--faith-sage``: SAGE parameters (SPD-Faith §5) as ``KEY=VALUE,...`` text ("" = the defaults).
 SAGE = Option(
     "faith_sage", "SAGE parameters KEY=VALUE,... (faithtests.protocols.spdfaith.sage.SageConfig fields)",
