@@ -45,7 +45,7 @@ from faithtests.models.interfaces import Attentions, Decision, Hooks, Prompt
 from faithtests.models.prompt_keys import prompt_key
 from faithtests.models.prompting import user_text
 from faithtests.models.store import ARRAY_CODEC, TEXT_CODEC, OutputStore, digest
-from faithtests.progress import counted_call
+from faithtests.progress import call_share, model_call
 
 if TYPE_CHECKING:
     import torch
@@ -172,20 +172,22 @@ class OpenAIModel:
 
     def _rows(self, kind: str, prompts: Sequence[Prompt], call: Callable[[Prompt], T],
               codec: tuple[Callable[[T], bytes], Callable[[bytes], T]]) -> list[T]:
-        """``call`` per prompt, through the output store in chunks (module doc), counted as progress."""
-        def over(chunk: Sequence[Prompt]) -> Callable[[list[int]], list[T]]:
-            return counted_call(lambda idx: self._each([chunk[i] for i in idx], call), f"endpoint {kind}",
-                                self.spec)
+        """``call`` per prompt, through the output store in chunks (module doc); one progress stage over
+        all the prompts (rate and time left), advanced as each chunk is answered or read back."""
+        def compute(chunk: Sequence[Prompt]) -> Callable[[list[int]], list[T]]:
+            return lambda idx: self._each([chunk[i] for i in idx], call)
 
         out: list[T] = []
-        for start in range(0, len(prompts), CACHE_CHUNK):
-            chunk = prompts[start:start + CACHE_CHUNK]
-            run = over(chunk)
-            if self.store is None or self.store_namespace is None:
-                out += run(list(range(len(chunk))))
-                continue
-            keys = [prompt_key(p) for p in chunk]
-            out += self.store.rows(self.store_namespace, f"{self.store_namespace}|{kind}", keys, run, codec)
+        with model_call(f"endpoint {kind}", len(prompts), model=self.spec):
+            for start in range(0, len(prompts), CACHE_CHUNK):
+                chunk = prompts[start:start + CACHE_CHUNK]
+                if self.store is None or self.store_namespace is None:
+                    out += compute(chunk)(list(range(len(chunk))))
+                else:
+                    keys = [prompt_key(p) for p in chunk]
+                    out += self.store.rows(self.store_namespace, f"{self.store_namespace}|{kind}", keys,
+                                           compute(chunk), codec)
+                call_share(len(out), len(prompts))
         return out
 
     def probe(self) -> None:
