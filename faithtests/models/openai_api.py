@@ -40,6 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from faithtests.models.capabilities import require
 from faithtests.models.errors import EndpointError, ModelSpecError, NotApplicable
 from faithtests.models.interfaces import Attentions, Decision, Hooks, Prompt
 from faithtests.models.prompt_keys import prompt_key
@@ -58,6 +59,14 @@ DEFAULT_CONCURRENCY = 4
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_RETRIES = 4
 SEED = 0
+#: What a chat endpoint never shows, feature -> why (``lacks``; the calls that need it raise with it).
+NEVER = {"hidden_states": "a served model shows no hidden states",
+         "attention": "a served model shows no attention weights",
+         "residual_hooks": "a served model takes no inference-time hooks",
+         "logits_processors": "a served model takes no logits processors",
+         "patch_grid": "a served model shows no image tokens",
+         "caption_scores": "a chat endpoint scores no given caption",
+         "answer_scores": "a chat endpoint scores no given answer, only what it generates"}
 #: Rows per output-cache write: a run stopped mid-way loses at most this many answers.
 CACHE_CHUNK = 16
 T = TypeVar("T")
@@ -242,11 +251,6 @@ class OpenAIModel:
             return ""
         return f"; it serves: {', '.join(names)} (the MODEL in openai:MODEL@BASE_URL)" if names else ""
 
-    def _need(self, feature: str) -> None:
-        why = self.capabilities.get(feature, "not probed")
-        if why != "yes":
-            raise NotApplicable(self.spec, feature, why)
-
     # ------------------------------------------------------------------------------ the protocol
     def generate(self, prompts: Sequence[Prompt], max_new_tokens: int = 32,
                  hooks: Hooks | None = None) -> list[str]:
@@ -265,7 +269,7 @@ class OpenAIModel:
         import torch  # local: the VLM protocol returns tensors
 
         _no_hooks(self.spec, hooks)
-        self._need("logprobs")
+        require(self, "logprobs")  # found at load: transformers serve returns none
 
         def one(p: Prompt) -> torch.Tensor:
             top = _top(self._complete(p, 1, logprobs=True))
@@ -288,7 +292,8 @@ class OpenAIModel:
         if not top:
             raise EndpointError(f"{self.spec}: a reply came back without the log-probabilities it "
                                 "returned at load (top_logprobs)")
-        self.bounded += 1
+        with self._lock:  # rows are answered on several threads
+            self.bounded += 1
         return math.nextafter(min(lp for _, lp in top), -math.inf)
 
     def decide(self, prompts: Sequence[Prompt], options: Sequence[str],
@@ -301,29 +306,22 @@ class OpenAIModel:
         return Decision(logits=logits, states=torch.zeros(0, len(prompts), 0))
 
     def lacks(self, feature: str) -> str:
-        """Why the endpoint lacks ``feature`` ("" if it has it): what a chat endpoint never shows, and
-        what the probe at load found missing."""
-        never = {"hidden_states": "a served model shows no hidden states",
-                 "attention": "a served model shows no attention weights",
-                 "residual_hooks": "a served model takes no inference-time hooks",
-                 "logits_processors": "a served model takes no logits processors",
-                 "patch_grid": "a served model shows no image tokens",
-                 "caption_scores": "a chat endpoint scores no given caption"}
-        if feature in never:
-            return never[feature]
+        """Why the endpoint lacks ``feature`` ("" if it has it): what a chat endpoint never shows
+        (:data:`NEVER`), and what the probe at load found missing."""
+        if feature in NEVER:
+            return NEVER[feature]
         found = self.capabilities.get(feature)
         return "" if found in (None, "yes") else str(found)
 
     def states(self, prompts: Sequence[Prompt], hooks: Hooks | None = None) -> torch.Tensor:
-        raise NotApplicable(self.spec, "hidden_states", "a served model shows no hidden states")
+        raise NotApplicable(self.spec, "hidden_states", NEVER["hidden_states"])
 
     def attentions(self, prompts: Sequence[Prompt], hooks: Hooks | None = None) -> Attentions:
-        raise NotApplicable(self.spec, "attention", "a served model shows no attention weights")
+        raise NotApplicable(self.spec, "attention", NEVER["attention"])
 
     def answer_logprob(self, prompts: Sequence[Prompt], answers: Sequence[str],
                        hooks: Hooks | None = None) -> torch.Tensor:
-        raise NotApplicable(self.spec, "answer_scores",
-                            "a chat endpoint scores no given answer, only what it generates")
+        raise NotApplicable(self.spec, "answer_scores", NEVER["answer_scores"])
 
     def fingerprint(self) -> dict[str, Any]:
         return {"spec": self.spec, "kind": "openai-compatible endpoint", "base_url": self.base_url,
