@@ -6,7 +6,9 @@ It fails (exit 1) unless, for every result the served model recorded, the local 
 metric on the same slice with the same verdict and a value within ``NOISE`` (module constant, below),
 and every test the served model skipped is *not applicable* with its reason (a white-box check). It
 writes the timings (server ready, the whole run, the summed test durations of each model) and the
-comparison to ``benchmarks/results/served_<server>.json``. CI runs it for both servers.
+comparison to ``benchmarks/results/served_<server>.json``. CI runs it for both servers. ``transformers
+serve`` returns no log-probabilities, so its run has ``--faith-answer-mode generated``: both forms answer
+multiple-choice prompts by generated letters there.
 
     python benchmarks/bench_served.py --server serve|vllm [--out FILE] [--select EXPR]
 
@@ -97,6 +99,9 @@ def main() -> int:
         run = [sys.executable, "-m", "pytest", "suites/", "-q", "-p", "no:cacheprovider",
                "--faith-no-progress", "--faith-vlm", "local=reference:vlm",
                "--faith-vlm", f"served=openai:{name}@{url}",
+               # transformers serve returns no log-probabilities: both forms answer by generated
+               # letters, so what serving changed is compared answer for answer
+               *(["--faith-answer-mode", "generated"] if args.server == "serve" else []),
                "--faith-report", str(tmp / "report"), *(["-k", args.select] if args.select else [])]
         t1 = time.monotonic()
         rc = subprocess.run(run, cwd=Path(__file__).resolve().parents[1]).returncode

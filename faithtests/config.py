@@ -108,11 +108,17 @@ class RunConfig:
     limit: int | None = None  # --faith-limit: at most N items per dataset
     seed: int = 0  # --faith-seed: item sampling and bootstrap
     cache: Path | None = None  # --faith-cache: persistent outputs (and generated data) of this run
+    answer_mode: str = "auto"  # --faith-answer-mode: how models answer multiple-choice prompts
 
     def capped(self, n: int) -> int:
         """``n`` items, or fewer under ``--faith-limit``."""
         return min(n, self.limit) if self.limit else n
 
+
+#: ``--faith-answer-mode``: ``auto`` scores the option letters where the model gives their
+#: log-probabilities, else parses its generated letter; ``generated`` makes every model generate
+#: (:mod:`faithtests.models.letters`).
+ANSWER_MODES = ("auto", "generated")
 
 RUN_CONFIG = pytest.StashKey[RunConfig]()
 

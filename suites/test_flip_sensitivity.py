@@ -56,6 +56,7 @@ from faithtests.protocols.s3e.metrics import (
     strict_correct,
     summarize_s3e,
 )
+from faithtests.protocols.s3e.run import NO_LETTER
 from faithtests.scorecard.model import ItemValues, Series
 from faithtests.scorecard.recording import Faith
 
@@ -166,7 +167,8 @@ def test_forced_choice_order_accuracy(faith: Faith, s3e_data: S3EData, order: st
     b = _behaviour(s3e_data)
     faith.invalid("excluded record", sum(s3e_data.excluded.values()),
                   examples=[f"{k}: {v}" for k, v in sorted(s3e_data.excluded.items())])
-    faith.invalid("A/B tie (never guessed)", b.n_ties, total=2 * b.n)
+    # a generated letter (s3e_data.generated) ties only where the reply names neither A nor B
+    faith.invalid(NO_LETTER if s3e_data.generated else "A/B tie (never guessed)", b.n_ties, total=2 * b.n)
     correct = positive_chosen(s3e_data.logits[:, :, STRESS])[:, 0 if order == "orig" else 1]
     accuracy = item_rate(correct)
     faith.metric("AB_accuracy", accuracy.value, ci=accuracy.ci, n=b.n, slice=order,

@@ -27,6 +27,7 @@ from collections.abc import Collection
 import numpy as np
 import pytest
 
+from faithtests.protocols import fail_unscored
 from faithtests.protocols.imavb.exemplars import exemplar, item_outputs, variant_exemplar
 from faithtests.protocols.imavb.fixtures import PREMISE_BOOTSTRAP, PREMISE_VARIANTS, PremiseData
 from faithtests.protocols.imavb.metrics import (
@@ -64,7 +65,13 @@ from faithtests.protocols.imavb.results import (
     stimuli,
     ties,
 )
-from faithtests.protocols.imavb.run import UNREADABLE_AUDIO, UNREADABLE_VIDEO, ChoiceRun, EmbedderUnavailable
+from faithtests.protocols.imavb.run import (
+    NO_LETTER,
+    UNREADABLE_AUDIO,
+    UNREADABLE_VIDEO,
+    ChoiceRun,
+    EmbedderUnavailable,
+)
 from faithtests.scorecard.model import InsufficientData, Series
 from faithtests.scorecard.recording import Faith
 from faithtests.stats import cluster_bootstrap_ci
@@ -90,15 +97,16 @@ def _run(data: PremiseData, variant: str, seed: int) -> ChoiceRun:
 
 def _record_invalid(faith: Faith, data: PremiseData) -> None:
     for kind, count in sorted(data.invalid.items()):
-        faith.invalid(kind, count, total=data.run.total, examples=data.examples.get(kind, []))
+        faith.invalid(kind, count, total=data.read, examples=data.examples.get(kind, []))
     for split, count in sorted(data.not_applicable.items()):
         faith.invalid(f"{split} not applicable", count, examples=[data.reason])
 
 
 def _record_ties(faith: Faith, run: ChoiceRun, mask: np.ndarray) -> None:
-    """Answers whose top logit is tied (any order): counted wrong in the accuracies, reported here."""
+    """Answers whose top logit is tied (any order): counted wrong in the accuracies, reported here. A
+    generated letter (``run.generated``) ties only where the reply names no letter: counted as that."""
     t = ties(run, mask)
-    faith.invalid("tied top logit", t.n, total=t.total, examples=t.items[:5])
+    faith.invalid(NO_LETTER if run.generated else "tied top logit", t.n, total=t.total, examples=t.items[:5])
 
 
 def _record_boot(faith: Faith, ss: SplitScores, what: str) -> None:
@@ -151,9 +159,10 @@ def test_premise_accuracy(
     c = item_correct(run)
     splits = [r.split for r in run.records]
     m = split_mask(splits, split)
-    assert m.any(), f"no {split} records in {premise_data.dataset}"
-    _record_ties(faith, run, m)
     name = SHORT[split]
+    if not m.any():  # every row non-finite (fails, counted) or rejected (INSUFFICIENT, counted)
+        fail_unscored(faith, name)
+    _record_ties(faith, run, m)
     per_item = shuffled(c)  # per item: mean over the K shuffles
     ss = _scores(per_item, run, None, faith_seed)
     _record_boot(faith, ss, "all rows")
@@ -191,6 +200,8 @@ def test_premise_accuracy(
 def test_balanced_accuracy(faith: Faith, premise_data: PremiseData, variant: str, faith_seed: int) -> None:
     run = _run(premise_data, variant, faith_seed)
     _record_invalid(faith, premise_data)
+    if not {"standard_vision", "misleading_vision"} <= {r.split for r in run.records}:
+        fail_unscored(faith, "Bal")  # Eq. 1 needs both vision splits: their rows were non-finite or rejected
     _record_ties(faith, run, np.ones(len(run.records), dtype=bool))
     c = item_correct(run)
     splits = [r.split for r in run.records]

@@ -141,3 +141,14 @@ def test_threads_one_declaration_two_uses(tmp_path: Path) -> None:
         setting(_config(tmp_path, {}, {"faith_threads": "x"}), option_table.THREADS)
     with pytest.raises(pytest.UsageError, match=r"^--faith-threads must be >= 1, got 0$"):
         setting(_config(tmp_path, {"faith_threads": 0}, {"faith_threads": ""}), option_table.THREADS)
+
+
+def test_answer_mode_from_the_command_line_or_the_ini_file(tmp_path: Path) -> None:
+    mode = option_table.ANSWER_MODE
+    assert setting(_config(tmp_path, {}, {"faith_answer_mode": ""}), mode) == "auto"
+    assert setting(_config(tmp_path, {}, {"faith_answer_mode": " generated "}), mode) == "generated"
+    assert setting(_config(tmp_path, {"faith_answer_mode": "generated"}, {}), mode) == "generated"
+    # argparse checks the flag's choices; the ini value is checked here, naming the key
+    with pytest.raises(pytest.UsageError, match=r"^ini faith_answer_mode: 'sampled' is not one of auto, "
+                                                r"generated$"):
+        setting(_config(tmp_path, {}, {"faith_answer_mode": "sampled"}), mode)

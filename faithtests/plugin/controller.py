@@ -283,7 +283,8 @@ class Controller:
         if not complete:
             self.notes.append(f"baseline NOT updated (run {sc.status}): {path}")
         elif refused and not self.opts.force_update_baseline:
-            self.notes.append(f"ERROR: baseline NOT updated, the old one is intact ({path}): "
+            kept = "the old one is intact" if path.is_file() else "none was written"
+            self.notes.append(f"ERROR: baseline NOT updated, {kept} ({path}): "
                               f"{'; '.join(refused)}; pass --faith-force-update-baseline to write it "
                               "anyway; exit status 1")
             if session.exitstatus in (pytest.ExitCode.OK, EXIT_INSUFFICIENT):
@@ -339,12 +340,25 @@ class Controller:
                  if t.outcome == "insufficient" and not any(r.insufficient for r in t.results)]
         if short or stuck:
             out.append(f"{len(short) + len(stuck)} INSUFFICIENT check(s) or step(s) with too little data")
-        if self.baseline is not None:
-            missing = self.comparison.missing if self.comparison is not None else []
-            n_base, n_run = len(self.baseline.results), len(sc.results)
-            if missing or n_run < n_base:
-                out.append(f"this run produced {n_run} result(s), the baseline holds {n_base} "
-                           f"({len(missing)} of them not produced: a -k selection or a renamed label?)")
+        return out + self._against_baseline(sc)
+
+    def _against_baseline(self, sc: Scorecard) -> list[str]:
+        """Why this run must not replace the baseline it was compared with: it regressed (its checks
+        may still pass: a better baseline is never replaced by a worse run unless forced), or it
+        produced fewer results."""
+        if self.baseline is None:
+            return []
+        out: list[str] = []
+        regressed = self.comparison.regressions if self.comparison is not None else []
+        if regressed:
+            first = ", ".join(f"{d.label} ({d.model})" for d in regressed[:3])
+            first += " ..." if len(regressed) > 3 else ""
+            out.append(f"{len(regressed)} regression(s) against the baseline it would replace ({first})")
+        missing = self.comparison.missing if self.comparison is not None else []
+        n_base, n_run = len(self.baseline.results), len(sc.results)
+        if missing or n_run < n_base:
+            out.append(f"this run produced {n_run} result(s), the baseline holds {n_base} "
+                       f"({len(missing)} of them not produced: a -k selection or a renamed label?)")
         return out
 
     def _write(self, sc: Scorecard, session: pytest.Session) -> None:

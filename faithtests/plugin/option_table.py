@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import pytest
 
-from faithtests.config import Option, Source
+from faithtests.config import ANSWER_MODES, Option, Source
 from faithtests.data.names import SHARED, DataName, DataNameError, check_data, resolve_path
 from faithtests.manifest import data_table, unique_options
 from faithtests.plugin.model_spec import DEFAULT_SCORER, DEFAULT_VLM, OPTION_OF, ModelSpec, Role
@@ -65,6 +65,13 @@ def _resolved(base: Path, text: str, label: str) -> Path:
 def _path(flag: str) -> Callable[[Any, Source], Path | None]:
     """A path option: resolved against its source's folder (messages name the flag), None when empty."""
     return lambda raw, source: _resolved(source.base, str(raw), flag) if raw else None
+
+
+def _answer_mode(raw: Any, source: Source) -> str:
+    mode = str(raw).strip() or "auto"  # the ini key is not argparse-checked: its value is, here
+    if mode not in ANSWER_MODES:
+        raise pytest.UsageError(f"{source.label}: {mode!r} is not one of {', '.join(ANSWER_MODES)}")
+    return mode
 
 
 def _text(raw: Any, source: Source) -> str:
@@ -269,6 +276,13 @@ THREADS = Option("faith_threads", "torch intra-op threads per process (default: 
 CACHE = Option("faith_cache", "keep model outputs in DIR and reuse them on later runs (off by default; keyed "
                "by checkpoint and input content, dtype, device, hooks)", "", parse=_cache, metavar="DIR",
                ini_help="persistent model-output cache directory (see --faith-cache)", section="models")
+ANSWER_MODE = Option("faith_answer_mode", "how VLMs answer multiple-choice prompts (S3E's A/B, IMAVB's "
+                     "letters): auto scores the option letters' log-probabilities where the model gives "
+                     "them, else parses its generated letter; generated makes every VLM generate (to "
+                     "compare a checkpoint with its served form that returns no log-probabilities)",
+                     "auto", choices=ANSWER_MODES, parse=_answer_mode, metavar="MODE",
+                     ini_help="answer mode of multiple-choice prompts (see --faith-answer-mode)",
+                     section="models")
 NO_VLM_SCORER = Option("faith_no_vlm_scorer", "do not run the scorer suites (invariance, LGIP flips) on the "
                        "caption log-likelihood of each --faith-vlm", False, kind="flag", ini=False,
                        parse=lambda raw, _: bool(raw), section="models")
@@ -315,7 +329,8 @@ PLUGIN_OPTIONS: tuple[Option, ...] = (
     REPORT, RUN_NAME, STEP, BASELINE, UPDATE_BASELINE, TOLERANCE, GATE, THRESHOLDS, MODEL, VLM, DATA, LIMIT,
     SEED,
     ALLOW_MISSING, ALLOW_MISMATCH, REGRESSION, REGRESSION_ALL, ALLOW_INSUFFICIENT, FORCE_UPDATE_BASELINE,
-    MAX_EXEMPLARS, DEFAULT_THRESHOLDS_FILE, DEVICE, DTYPE, BATCH_SIZE, THREADS, CACHE, NO_VLM_SCORER,
+    MAX_EXEMPLARS, DEFAULT_THRESHOLDS_FILE, DEVICE, DTYPE, BATCH_SIZE, THREADS, CACHE, ANSWER_MODE,
+    NO_VLM_SCORER,
     SHARD, RAY, RAY_ACTORS, RAY_GPUS, DEVICE_MAP, API_CONCURRENCY, API_TIMEOUT, API_MAX_REQUESTS, NO_PROGRESS,
 )
 

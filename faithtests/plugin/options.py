@@ -58,6 +58,7 @@ class FaithOptions:
     force_update_baseline: bool = False  # --faith-force-update-baseline: write it despite the refusals
     report_named: bool = False  # --faith-report was given on the command line
     cache: Path | None = None  # --faith-cache / ini faith_cache, as given (None: off)
+    answer_mode: str = "auto"  # --faith-answer-mode
     run_name: str = ""  # --faith-run-name, or the default (the model labels): the scorecard's run name
     step: int | None = None  # --faith-step: the checkpoint's training step
 
@@ -140,10 +141,11 @@ def parse_options(config: pytest.Config) -> FaithOptions:
         allow_insufficient=setting(config, o.ALLOW_INSUFFICIENT),
         force_update_baseline=setting(config, o.FORCE_UPDATE_BASELINE), report_named=where.cli,
         run_name=run_name, step=step,
-        cache=setting(config, o.CACHE),
+        cache=setting(config, o.CACHE), answer_mode=setting(config, o.ANSWER_MODE),
     )
 
 
 def run_config_of(opts: FaithOptions) -> RunConfig:
     """What protocol fixtures may know about the run, from the parsed options (built once)."""
-    return RunConfig(data=dict(opts.data), limit=opts.limit, seed=opts.seed, cache=opts.cache)
+    return RunConfig(data=dict(opts.data), limit=opts.limit, seed=opts.seed, cache=opts.cache,
+                     answer_mode=opts.answer_mode)

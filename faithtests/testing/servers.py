@@ -43,8 +43,10 @@ def command(kind: str, model_dir: Path, port: int) -> tuple[list[str], str]:
     """(the command line serving ``model_dir`` on ``port``, the model name its API answers to)."""
     v = venv(kind)
     if kind == "serve":
-        return [str(v / "bin" / "transformers"), "serve", str(model_dir), "--host", "127.0.0.1",
-                "--port", str(port)], str(model_dir)
+        # float32 like the in-process run: "auto" serves the reference's float16 weights in float16,
+        # which flipped 3 of ~800 generated letters (letter-logit gaps <= 0.005) against float32
+        return [str(v / "bin" / "transformers"), "serve", str(model_dir), "--dtype", "float32",
+                "--host", "127.0.0.1", "--port", str(port)], str(model_dir)
     # float32 and the transformers backend: vLLM's own LLaVA loader does not read transformers 5's key
     # names; float32 so its log-probabilities are comparable with an in-process float32 run
     return [str(v / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),

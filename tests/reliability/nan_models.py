@@ -98,8 +98,20 @@ class NanScorer:
         return {**self.inner.fingerprint(), "spec": self.spec}
 
 
+class EveryNanVLM(NanVLM):
+    """NaN for every prompt (a float16 overflow): no record is left to aggregate."""
+
+    @staticmethod
+    def _rows(prompts: Sequence[Prompt]) -> list[bool]:
+        return [True] * len(prompts)
+
+
 def vlm() -> NanVLM:
     return NanVLM("py:nan_models:vlm")
+
+
+def every_vlm() -> NanVLM:
+    return EveryNanVLM("py:nan_models:every_vlm")
 
 
 def scorer() -> NanScorer:

@@ -134,3 +134,23 @@ def test_a_plugin_model_emitting_nan_fails_every_check_of_each_suite(nan_runs: A
         assert f"model {spec} produced non-finite outputs (NaN or inf) for {inv['count']} of {inv['total']}" \
             in t["message"], t["message"]
     assert f"FAIL model {spec}:" in out
+
+
+def test_a_model_nan_for_every_premise_prompt_fails_and_never_crashes(tmp_path: Path) -> None:
+    """Issue 46: with no record left (every letter logit NaN), the premise tests crashed ("cannot reshape
+    array of size 0", "Bal needs both vision splits"). Each check now fails, naming the model and its
+    non-finite count out of every record."""
+    spec = "py:nan_models:every_vlm"
+    rc, out, card = _run(tmp_path / "report", ["suites/test_premise_rejection.py"],
+                         "base and (test_premise_accuracy and vision or test_balanced_accuracy) "
+                         "or test_prompt_variant and A4", "--faith-vlm", spec)
+    assert rc == 1, out[-4000:]
+    outcomes = {t["test"].split("::")[1]: t for t in card["tests"]}
+    assert len(outcomes) == 4 and "error" not in out.lower().split("short test summary")[-1], out[-4000:]
+    for name, t in outcomes.items():
+        (inv,) = [i for i in t["invalid"] if i["kind"] == NONFINITE]
+        assert inv["count"] == inv["total"] > 0 and inv["model"] == spec, inv
+        # the ungated A4 variant too: a test whose model broke fails saying so (it records nothing)
+        assert t["outcome"] == "failed", (name, t["message"])
+        assert f"model {spec} produced non-finite outputs (NaN or inf) for {inv['count']} of {inv['total']}" \
+            in t["message"], t["message"]

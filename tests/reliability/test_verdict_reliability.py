@@ -210,6 +210,26 @@ def test_update_baseline_refuses_a_failed_partial_or_insufficient_run(pytester: 
     assert len(read_scorecard(base).results) == 2
 
 
+def test_update_baseline_refuses_a_regressed_run_and_says_when_none_was(pytester: pytest.Pytester) -> None:
+    """Issue 46: a run that regressed (its checks still passing) printed "regressed 1" and "baseline
+    updated" and exited 0, replacing the better baseline. Refused now, exit 1, the old one intact."""
+    base = pytester.path / "base" / "scorecard.json"
+    _setup(pytester, aux=0.5)
+    assert _run(pytester, "--faith-baseline", str(base), "--faith-update-baseline").ret == 0
+    before = base.read_bytes()
+    _setup(pytester, hits=[1] * 28 + [0] * 22, aux=0.5)  # PR 0.8 -> 0.56, still >= 0.5: a regression
+    result = _run(pytester, "--faith-baseline", str(base), "--faith-update-baseline")
+    out = result.stdout.str()
+    assert result.ret == 1 and base.read_bytes() == before, out
+    assert (f"ERROR: baseline NOT updated, the old one is intact ({base}): 1 regression(s) against the "
+            "baseline it would replace (v/PR (clip))") in out and "baseline updated" not in out
+    fresh = pytester.path / "fresh" / "scorecard.json"  # a first baseline from a failing run
+    _setup(pytester, hits=[0] * 20)
+    first = _run(pytester, "--faith-baseline", str(fresh), "--faith-update-baseline")
+    assert first.ret == 1 and not fresh.exists()
+    assert f"ERROR: baseline NOT updated, none was written ({fresh}): " in first.stdout.str()
+
+
 def test_a_nan_baseline_value_is_an_error_naming_the_key(pytester: pytest.Pytester) -> None:
     base = pytester.path / "base" / "scorecard.json"
     _setup(pytester)

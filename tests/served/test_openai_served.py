@@ -17,6 +17,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("openai")
@@ -102,6 +103,24 @@ def test_what_the_endpoint_lacks_is_not_applicable_with_the_reason(served: str) 
         with pytest.raises(NotApplicable, match="served model shows no"):
             call()
     assert api.lacks("hidden_states") and api.lacks("logprobs") and not api.lacks("images")
+
+
+def test_without_logprobs_the_served_model_answers_by_generated_letters(served: str) -> None:
+    """IMAVB's A1 prompts answered by a generated letter: the served letters equal the in-process ones
+    (both float32), and the run reads no states."""
+    import faithtests
+    from faithtests.models.letters import generated_by
+    from faithtests.protocols.imavb.run import run_choice
+    from faithtests.protocols.imavb.sources import world_records
+
+    api, local = faithtests.load_model(served), faithtests.load_model("reference:vlm")
+    recs = world_records(4, seed=0)
+    why = generated_by(api, "auto")
+    assert why.startswith("no option log-probabilities") and generated_by(local, "auto") == ""
+    served_run = run_choice(api, recs, generated=why)
+    local_run = run_choice(local, recs, generated="--faith-answer-mode generated")
+    assert served_run.states is None and served_run.unparsed == local_run.unparsed == {}
+    np.testing.assert_array_equal(served_run.logits, local_run.logits)
 
 
 def test_the_key_is_never_in_the_fingerprint(served: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -34,7 +34,9 @@ import pytest
 
 from faithtests.config import record_setting, run_config, setting
 from faithtests.models.capabilities import lacks, require
+from faithtests.models.errors import NotApplicable
 from faithtests.models.interfaces import VisionLanguageModel
+from faithtests.models.letters import generated_by
 from faithtests.protocols.imavb import sources
 from faithtests.protocols.imavb.manifest import FRAMES, IMAVB_FRAMES, MANIFEST, parse_frames
 from faithtests.protocols.imavb.pgla import GateProbe, PGLAResult, pgla_cv, pgla_gate, pgla_layer
@@ -132,6 +134,7 @@ class PremiseData:
     vlm: VisionLanguageModel | None = None
     lens_reason: str = ""
     store: OutputStore | None = None  # the session's --faith-cache store (text-baseline embeddings)
+    read: int = 0  # rows read that apply to the model (its not-applicable splits left out): coverage's total
     _pgla: dict[tuple[int, Literal["shuffled", "fixed"]], PGLAResult] = field(default_factory=dict)
     _pgla_layer: dict[int, tuple[int, tuple[float, ...]]] = field(default_factory=dict)
     _pgla_gate: dict[int, GateProbe] = field(default_factory=dict)
@@ -144,11 +147,17 @@ class PremiseData:
         return [r.split for r in self.run.records]
 
     def no_states(self) -> str:
-        """Why the model shows no hidden states ("" when it does; a served model shows none)."""
+        """Why the run holds no hidden states ("" when it does): a served model shows none, and
+        generated letters (``--faith-answer-mode``) come with none."""
+        if self.run.generated:
+            return f"the answers are generated letters ({self.run.generated}): no pre-answer states read"
         return lacks(self.vlm, "hidden_states") if self.vlm is not None else ""
 
     def require_states(self) -> None:
-        """The white-box tests (probes, lens, PGLA) are not applicable to a model without states."""
+        """The white-box tests (probes, lens, PGLA) are not applicable to a run without states."""
+        if self.run.generated:
+            spec = str(getattr(self.vlm, "spec", self.dataset))
+            raise NotApplicable(spec, "hidden_states", self.no_states())
         if self.vlm is not None:
             require(self.vlm, "hidden_states")
 
@@ -187,7 +196,8 @@ class PremiseData:
         if prompt not in self._prompts:
             if self.vlm is None:
                 raise ValueError("prompt_run needs the VLM")
-            self._prompts[prompt] = run_variant(self.vlm, self.run.records, prompt)
+            self._prompts[prompt] = run_variant(self.vlm, self.run.records, prompt,
+                                                generated=self.run.generated)
         return self._prompts[prompt]
 
     def pgla(self, seed: int, orders: Literal["shuffled", "fixed"] = "shuffled") -> PGLAResult:
@@ -309,25 +319,44 @@ def premise_data(request: pytest.FixtureRequest, faith_vlm: Any) -> PremiseData:
         loaded = _records(request.config, dataset, hearing)
         todo, na, reason = runnable(loaded.records, hearing)
         reason = reason if hearing else AUDIO_NOT_APPLICABLE  # the world's image records hold no audio split
-        run = finite_run(run_choice(faith_vlm, todo))
+        generated = generated_by(faith_vlm, run_config(request.config).answer_mode)
+        run = finite_run(run_choice(faith_vlm, todo, generated=generated))
         lens, lens_reason = (None, "the run kept no hidden states")
         if run.states is not None and run.records:
             lens, lens_reason = logit_lens(faith_vlm, run.states)
-        invalid = dict(loaded.invalid)
+        read, invalid = load_counts(loaded, hearing, na)
         for k, v in run.invalid.items():
             invalid[k] = invalid.get(k, 0) + v
         examples = {**loaded.examples, **run.examples}
         cache[key] = PremiseData(
             dataset, run, lens, invalid, examples, na, reason, faith_vlm, lens_reason=lens_reason,
             store=request.getfixturevalue("faith_output_store"),
+            read=read,
         )
     return cache[key]
+
+
+def load_counts(loaded: Loaded, hearing: bool, not_applicable: dict[str, int]) -> tuple[int, dict[str, int]]:
+    """(rows read, rows rejected at load by kind) over the splits the model runs: coverage's total and
+    counts. A row rejected at load counts out of the rows read, never out of the rows that ran (issue
+    46); a model that takes no audio runs no audio split, so neither its rows nor their rejections
+    count; records left out as not applicable (``runnable``) are not read for it either."""
+    skip = set() if hearing else {s for s in loaded.read_by_split if modality(s) == "audio"}
+    read = max(loaded.total, len(loaded.records)) - sum(loaded.read_by_split[s] for s in skip)
+    read -= sum(n for s, n in not_applicable.items() if s not in skip)
+    invalid = dict(loaded.invalid)
+    for s in skip:
+        for kind, n in loaded.rejected_by_split.get(s, {}).items():
+            invalid[kind] -= n
+    return read, {k: v for k, v in invalid.items() if v}
 
 
 def finite_run(run: ChoiceRun) -> ChoiceRun:
     """``run`` without the records whose letter logits or states hold NaN or inf (a broken model): each is
     counted as 'non-finite score' in ``run.invalid``, which the tests record, so every check of the model
     fails saying so while the metrics use the finite records only."""
+    if not run.records:  # every row rejected at load or in the run: nothing to check, counted already
+        return run
     ok = np.isfinite(run.logits.reshape(len(run.records), -1)).all(axis=1)
     if run.states is not None:  # a float64 sum of finite float32 states cannot overflow
         ok &= np.isfinite(run.states.sum(axis=(0, 2), dtype=np.float64))

@@ -54,7 +54,9 @@ def ties(run: ChoiceRun, mask: NDArray[np.bool_]) -> Ties:
     """The tied answers of the records in ``mask`` (any order)."""
     n, total = tie_count(run.logits[mask])
     row_tied = (answers(run.logits) == TIE).any(axis=1) & mask
-    return Ties(n, total, [r.item_id for r, t in zip(run.records, row_tied, strict=True) if t])
+    said = run.unparsed  # a generated reply that named no letter: shown with the record
+    return Ties(n, total, [r.item_id + (f": {said[r.item_id]!r}" if r.item_id in said else "")
+                           for r, t in zip(run.records, row_tied, strict=True) if t])
 
 
 def a1_correct(run: ChoiceRun, rows: NDArray[np.int64], fixed_order: bool) -> NDArray[np.float64]:

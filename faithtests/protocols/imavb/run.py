@@ -30,6 +30,8 @@ from numpy.typing import NDArray
 from faithtests.data.invalid import NONFINITE, CountsInvalid
 from faithtests.models.capabilities import lacks
 from faithtests.models.interfaces import Hooks, Prompt, VisionLanguageModel
+from faithtests.models.letters import NO_LETTER as NO_LETTER
+from faithtests.models.letters import choose
 from faithtests.progress import label, stage
 from faithtests.protocols.imavb.metrics import TIE, answers, correct
 from faithtests.protocols.imavb.minilm import MINILM_SHA256 as MINILM_SHA256
@@ -72,6 +74,10 @@ class ChoiceRun(CountsInvalid):
     invalid: dict[str, int] = field(default_factory=dict)
     examples: dict[str, list[str]] = field(default_factory=dict)
     total: int = 0
+    #: Why the answers are generated letters, not scored ones ("" when scored; ``models.letters``):
+    #: then ``logits`` hold indicator scores, a tied row is a reply that names no letter, no states.
+    generated: str = ""
+    unparsed: dict[str, str] = field(default_factory=dict)  # item -> a reply that named no letter
 
 
 #: ``media_of(record)`` → the stimulus a prompt carries (default: the record's frames and soundtrack).
@@ -147,11 +153,14 @@ def run_choice(
     want_states: bool = True,
     records_per_call: int = 4,
     media_of: MediaOf | None = None,
+    generated: str = "",
 ) -> ChoiceRun:
     """Six-letter logits of every record under the fixed order and ``k`` shuffles (module doc); the
     stimulus comes from ``media_of`` when given (A6/A7's trimmed clip). A model that hears gets each
-    record's soundtrack with its frames (:func:`hears`)."""
-    want_states = want_states and not lacks(vlm, "hidden_states")  # a served model shows none
+    record's soundtrack with its frames (:func:`hears`). With ``generated`` (why: ``models.letters``)
+    each prompt is answered by a generated letter instead, as indicator scores, and no states are read."""
+    # a served model shows no states; a generated letter comes with none
+    want_states = want_states and not generated and not lacks(vlm, "hidden_states")
     if not records:
         raise ValueError("run_choice: no records")
     orders = shuffle_ids(k)
@@ -162,6 +171,7 @@ def run_choice(
         np.zeros((0, len(orders), 6), np.int64),
         None,
         total=len(records),
+        generated=generated,
     )
     logits: list[NDArray[np.float64]] = []
     perms: list[NDArray[np.int64]] = []
@@ -187,10 +197,11 @@ def run_choice(
                 continue
             pm = np.stack(chunk_perms)
             hooks = hooks_for(chunk, pm) if hooks_for is not None else None
-            d = vlm.decide(prompts, LETTERS, hooks)
-            lg = d.logits.float().cpu().numpy().astype(np.float64).reshape(len(chunk), len(orders), 6)
+            got = choose(vlm, prompts, LETTERS, hooks, generated, want_states)
+            for row, reply in got.unparsed.items():  # a generated reply that named no letter, shown
+                out.unparsed.setdefault(chunk[row // len(orders)].item_id, reply[:60])
+            lg, st = got.scores.reshape(len(chunk), len(orders), 6), got.states
             pm3 = pm.reshape(len(chunk), len(orders), 6)
-            st = d.states.float().cpu().numpy() if want_states else None
             for j, r in enumerate(chunk):
                 if not np.isfinite(lg[j]).all():
                     out.reject(NONFINITE, r.item_id, detail="letter logits")
@@ -281,15 +292,19 @@ class VariantRun(CountsInvalid):
 
 
 def run_variant(
-    vlm: VisionLanguageModel, records: Sequence[PremiseRecord], prompt: str, *, k: int = K_SHUFFLES
+    vlm: VisionLanguageModel, records: Sequence[PremiseRecord], prompt: str, *, k: int = K_SHUFFLES,
+    generated: str = "",
 ) -> VariantRun:
-    """A2–A7 on ``records`` (:class:`VariantRun`)."""
-    if prompt == "A4":
-        return _run_warned(vlm, records, k)
-    if prompt in TRIMMED:
-        return _run_trimmed(vlm, records, prompt, k)
-    if prompt not in _ANSWERED:
+    """A2–A7 on ``records`` (:class:`VariantRun`); A4/A6/A7 answered as :func:`run_choice` answers
+    (``generated``: by generated letters)."""
+    if prompt != "A4" and prompt not in TRIMMED and prompt not in _ANSWERED:
         raise ValueError(f"run_variant: prompt {prompt!r} is not one of A2-A7 (A1 is run_choice)")
+    if not records:  # every A1 record was non-finite or rejected: nothing to ask (counted already)
+        return VariantRun(prompt, [], np.zeros(0))
+    if prompt == "A4":
+        return _run_warned(vlm, records, k, generated)
+    if prompt in TRIMMED:
+        return _run_trimmed(vlm, records, prompt, k, generated)
     out = VariantRun(prompt, [], np.zeros(0))
     prompts: list[Prompt] = []
     audio, window = hears(vlm), audio_window(vlm)
@@ -358,15 +373,18 @@ def _scored(out: VariantRun, run: ChoiceRun) -> VariantRun:
     ans = answers(run.logits[:, 1:])
     gold = np.array([r.correct_index for r in run.records])
     out.correct = correct(ans, gold).mean(axis=1).astype(np.float64)
+    kind = NO_LETTER if run.generated else "tied top logit"  # a generated letter ties only when absent
     for r, a in zip(run.records, ans, strict=True):
+        said = f": {run.unparsed[r.item_id]!r}" if r.item_id in run.unparsed else ""
         for _ in range(int((a == TIE).sum())):
-            out.reject("tied top logit", r.item_id)
+            out.reject(kind, r.item_id + said)
     return out
 
 
-def _run_warned(vlm: VisionLanguageModel, records: Sequence[PremiseRecord], k: int) -> VariantRun:
+def _run_warned(vlm: VisionLanguageModel, records: Sequence[PremiseRecord], k: int,
+                generated: str) -> VariantRun:
     """A4: the A1 protocol (letter logits, fixed order + K shuffles) with the warning head."""
-    run = run_choice(vlm, records, variant="A4", k=k, want_states=False)
+    run = run_choice(vlm, records, variant="A4", k=k, want_states=False, generated=generated)
     out = VariantRun("A4", run.records, np.zeros(0), dict(run.invalid), dict(run.examples))
     if not run.records:
         return out
@@ -387,7 +405,7 @@ def _not_trimmable(r: PremiseRecord) -> str | None:
 
 
 def _run_trimmed(
-    vlm: VisionLanguageModel, records: Sequence[PremiseRecord], prompt: str, k: int
+    vlm: VisionLanguageModel, records: Sequence[PremiseRecord], prompt: str, k: int, generated: str
 ) -> VariantRun:
     """A6/A7: the A1 protocol (letter logits, fixed order + K shuffles) on the clip trimmed to the
     ground-truth answer timestamp (A6) or that window ±50% (A7); records it cannot apply to are counted
@@ -416,7 +434,7 @@ def _run_trimmed(
         fps = len(frames) / (end - start) if end > start else r.fps
         return Stimulus(frames, trim_audio(r.audio(), start, end), fps)
 
-    run = run_choice(vlm, todo, variant=prompt, k=k, want_states=False, media_of=trimmed)
+    run = run_choice(vlm, todo, variant=prompt, k=k, want_states=False, media_of=trimmed, generated=generated)
     out.records, out.invalid, out.examples = run.records, dict(run.invalid), dict(run.examples)
     if not run.records:
         return out

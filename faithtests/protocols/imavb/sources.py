@@ -40,8 +40,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
+from faithtests.data.av_clip import NO_AUDIO
 from faithtests.data.invalid import CountsInvalid
-from faithtests.protocols.imavb.records import LETTERS, SPLITS, PremiseRecord, Split, modality
+from faithtests.protocols.imavb.records import LETTERS, SPLITS, AudioLoader, PremiseRecord, Split, modality
 from faithtests.protocols.imavb.stimuli import premise_items
 from faithtests.protocols.imavb.video import (
     DEFAULT_FRAMES,
@@ -68,6 +69,14 @@ class Loaded(CountsInvalid):
     invalid: dict[str, int] = field(default_factory=dict)
     examples: dict[str, list[str]] = field(default_factory=dict)
     total: int = 0
+    read_by_split: dict[str, int] = field(default_factory=dict)  # rows read per known split
+    rejected_by_split: dict[str, dict[str, int]] = field(default_factory=dict)  # split -> kind -> rows
+
+    def reject_row(self, split: str, kind: str, where: str) -> None:
+        """Count a rejected row of a known split (coverage leaves out the splits a model does not run)."""
+        self.reject(kind, where)
+        per = self.rejected_by_split.setdefault(split, {})
+        per[kind] = per.get(kind, 0) + 1
 
 
 # ------------------------------------------------------------------------------------------ world
@@ -216,6 +225,26 @@ def _timestamp(row: Mapping[str, Any], split: str) -> tuple[str, object] | None:
 Row = tuple[str, Mapping[str, Any], str]
 
 
+def _answer_or_problem(row: Mapping[str, Any], split: str, where: str) -> str | tuple[str, str]:
+    """The row's answer letter, or (invalid kind, detail) when a field is missing or the answer unusable."""
+    missing = [k for k in REQUIRED if not (isinstance(row.get(k), str | Mapping) and str(row.get(k)).strip())]
+    if missing:
+        return f"missing field:{missing[0]}", f"{where} field {missing[0]}: missing or empty"
+    letter = normalize_answer(row["correct_answer"])
+    if letter is None:
+        return "correct_answer not one letter A-F", f"{where} field correct_answer: {row['correct_answer']!r}"
+    if not _fits_split(split, letter):
+        return "answer does not fit split", f"{where} field correct_answer: {letter}"
+    return letter
+
+
+def _soundtrack(path: Path, check_videos: bool) -> AudioLoader | None:
+    """The clip's soundtrack loader; None for a clip without an audio stream (probed): it is seen as it
+    is, frames only, never heard as silence (issue 46: every vision question of a silent clip was counted
+    'unreadable audio' for an omni model before, leaving it no record)."""
+    return None if check_videos and probe_audio(path) == NO_AUDIO else partial(load_audio, path)
+
+
 def validate_rows(
     rows: Iterable[Row],
     root: Path,
@@ -233,28 +262,19 @@ def validate_rows(
         if split not in SPLITS:
             out.reject("unknown split", f"{where} field split: {split!r}")
             continue
-        missing = [
-            k for k in REQUIRED if not (isinstance(row.get(k), str | Mapping) and str(row.get(k)).strip())
-        ]
-        if missing:
-            out.reject(f"missing field:{missing[0]}", f"{where} field {missing[0]}: missing or empty")
-            continue
-        letter = normalize_answer(row["correct_answer"])
-        if letter is None:
-            out.reject("correct_answer not one letter A-F",
-                       f"{where} field correct_answer: {row['correct_answer']!r}")
-            continue
-        if not _fits_split(split, letter):
-            out.reject("answer does not fit split", f"{where} field correct_answer: {letter}")
+        out.read_by_split[split] = out.read_by_split.get(split, 0) + 1
+        letter = _answer_or_problem(row, split, where)
+        if isinstance(letter, tuple):
+            out.reject_row(split, *letter)
             continue
         vid = str(row["video_id"])
         if (split, vid) in seen:
-            out.reject("duplicate video_id in split", f"{where} field video_id")
+            out.reject_row(split, "duplicate video_id in split", f"{where} field video_id")
             continue
         path = _video_path(row["video"], root, split)
         problem = _clip_problem(path, split, check_videos)
         if problem is not None:
-            out.reject(problem[0], f"{where} field video: {problem[1]} ({path})")
+            out.reject_row(split, problem[0], f"{where} field video: {problem[1]} ({path})")
             continue
         seen.add((split, vid))
         assert path is not None
@@ -279,7 +299,7 @@ def validate_rows(
                 media=partial(sample_frames, path, n_frames),
                 answer_window=window,
                 window_media=_window_loader(path, n_frames),
-                audio=partial(load_audio, path),
+                audio=_soundtrack(path, check_videos),
                 fps=_fps(path, n_frames) if check_videos else None,
             )
         )

@@ -27,6 +27,7 @@ from faithtests.data.sugarcrepe import load_sugarcrepe
 from faithtests.data.winoground import load_winoground
 from faithtests.models.capabilities import lacks
 from faithtests.models.errors import NotApplicable
+from faithtests.models.letters import generated_by
 from faithtests.protocols.s3e import sources
 from faithtests.protocols.s3e.roles import build_s3e_records
 from faithtests.protocols.s3e.run import run_forced_choice
@@ -58,6 +59,7 @@ class S3EData:
     excluded: dict[str, int]  # reason -> records left out (counted in the scorecard)
     spec: str = ""
     no_states: str = ""  # why the model shows no pre-answer states ("" when it does): found at load
+    generated: str = ""  # why the answers are generated letters ("" when scored): ``models.letters``
 
 
 def _s3e_records(config: pytest.Config) -> tuple[list[Any], dict[str, Any], dict[str, int]]:
@@ -114,9 +116,14 @@ def s3e_data(request: pytest.FixtureRequest, faith_vlm: Any) -> S3EData:
     cache = request.config.stash.setdefault(_S3E, {})
     if faith_vlm.spec not in cache:
         records, images, excluded = _s3e_records(request.config)
-        run = run_forced_choice(faith_vlm, records, lambda r: images[r.item_id](), keep_nonfinite=True)
+        generated = generated_by(faith_vlm, run_config(request.config).answer_mode)
+        run = run_forced_choice(faith_vlm, records, lambda r: images[r.item_id](), keep_nonfinite=True,
+                                generated=generated)
+        # generated letters come with no states: the white-box half is then not applicable, saying why
+        no_states = (f"the answers are generated letters ({generated}): no pre-answer states read"
+                     if generated else lacks(faith_vlm, "hidden_states"))
         cache[faith_vlm.spec] = S3EData(records, images, run.logits, run.states, excluded,
-                                        spec=faith_vlm.spec, no_states=lacks(faith_vlm, "hidden_states"))
+                                        spec=faith_vlm.spec, no_states=no_states, generated=generated)
     return cache[faith_vlm.spec]
 
 

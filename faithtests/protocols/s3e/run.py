@@ -17,6 +17,8 @@ from numpy.typing import NDArray
 from PIL import Image
 
 from faithtests.models.interfaces import Hooks, VisionLanguageModel
+from faithtests.models.letters import NO_LETTER as NO_LETTER
+from faithtests.models.letters import choose
 from faithtests.progress import stage
 from faithtests.protocols.s3e.layout import ORIG, POS, ROLES, SWAP
 from faithtests.protocols.s3e.prompts import PROMPT_SLOTS, record_prompts
@@ -39,10 +41,13 @@ def run_forced_choice(
     hooks: Hooks | None = None,
     records_per_call: int = 4,
     keep_nonfinite: bool = False,
+    generated: str = "",
 ) -> ForcedChoiceRun:
     """A/B logits and pre-answer states of every (record, order, role) prompt. NaN or inf raises unless
     ``keep_nonfinite`` (the suites: ``fixtures.finite_records`` counts those records as 'non-finite
-    score', which fails the model's checks, instead of the run crashing)."""
+    score', which fails the model's checks, instead of the run crashing). With ``generated`` (why:
+    ``models.letters``) each prompt is answered by a generated letter: indicator scores, no states
+    (``states`` is then [0, N, 2, 5, 0])."""
     if not records:
         raise ValueError("run_forced_choice: no records")
     n = len(records)
@@ -52,9 +57,9 @@ def run_forced_choice(
         for start in range(0, n, records_per_call):
             chunk = records[start:start + records_per_call]
             prompts = [p for r in chunk for p in record_prompts(r, image_of(r))]
-            d = vlm.decide(prompts, AB, hooks)
-            lg = d.logits.float().cpu().numpy()
-            st = d.states.float().cpu().numpy()
+            got = choose(vlm, prompts, AB, hooks, generated)
+            lg = got.scores.astype(np.float32)  # generated letters come with no states: [0, rows, 0]
+            st = got.states if got.states is not None else np.zeros((0, len(prompts), 0), np.float32)
             if not keep_nonfinite and not (np.isfinite(lg).all() and np.isfinite(st).all()):
                 raise FloatingPointError(f"run_forced_choice: non-finite logits/states in records {start}..")
             if logits is None or states is None:

@@ -73,10 +73,16 @@ def test_soundtrack_decodes_once_per_clip(data: Path, monkeypatch: pytest.Monkey
 
 
 def test_a_clip_without_audio_never_loads_silence(data: Path) -> None:
+    """Its vision questions carry no soundtrack (the clip is seen as it is: an omni model gets its frames
+    only; issue 46: each was counted 'unreadable audio' before, so a set of silent clips left an omni
+    model no record and crashed every premise test). Unprobed (``check_videos=False``), the loader
+    refuses: never silence."""
     loaded = load_imavb(data)
     mute = [r for r in loaded.records if r.stimulus_id == "v2"]
     assert [r.split for r in mute] == ["standard_vision", "misleading_vision"]
-    for r in mute:
+    assert all(r.audio is None for r in mute)
+    unprobed = [r for r in load_imavb(data, check_videos=False).records if r.stimulus_id == "v2"]
+    for r in unprobed:
         assert r.audio is not None
         with pytest.raises(ClipLoadError) as e:
             r.audio()
@@ -93,3 +99,50 @@ def test_frames_option_still_sets_the_frames_and_fps(data: Path) -> None:
     assert len(r.load_media()) == 4 and r.fps == pytest.approx(4 / SECONDS, rel=0.05)
     unchecked = load_imavb(data, n_frames=4, check_videos=False)
     assert unchecked.invalid == {} and all(r.fps is None for r in unchecked.records)
+
+
+class _Hearing:
+    """A model that hears: records the prompts it is given (video + audio, or frames only)."""
+
+    spec = "hearing"
+    num_layers = 1
+    accepts_audio = True
+
+    def __init__(self) -> None:
+        self.prompts: list[Any] = []
+
+    def decide(self, prompts: Any, options: Any, hooks: Any = None) -> Any:
+        import torch
+
+        from faithtests.models.interfaces import Decision
+
+        self.prompts += list(prompts)
+        return Decision(logits=torch.zeros(len(prompts), 6).index_fill_(1, torch.tensor([4]), 1.0),
+                        states=torch.zeros(1, len(prompts), 2))
+
+
+def test_an_omni_model_sees_a_silent_clips_vision_questions_as_frames(data: Path) -> None:
+    from faithtests.protocols.imavb.fixtures import finite_run, load_counts, runnable
+    from faithtests.protocols.imavb.run import run_choice
+
+    loaded = load_imavb(data)
+    todo, na, _ = runnable(loaded.records, True)
+    vlm = _Hearing()
+    run = finite_run(run_choice(vlm, todo))  # type: ignore[arg-type]
+    assert not run.invalid and sorted(r.item_id for r in run.records) == sorted(r.item_id for r in todo)
+    silent = [p for p in vlm.prompts if p.audio is None]
+    assert len(silent) == 2 * 4 and all(p.images and not p.video for p in silent)  # v2's two, 4 orders
+    # coverage: the two audio questions rejected at load count out of the 8 rows read, not the 6 that ran
+    assert na == {} and load_counts(loaded, True, na) == (8, {NO_AUDIO: 2})
+    # a model that takes no audio runs the 4 vision rows: the audio rows and their rejections are not its
+    todo, na, _ = runnable(loaded.records, False)
+    assert na == {"standard_audio": 1, "misleading_audio": 1} and load_counts(loaded, False, na) == (4, {})
+
+
+def test_a_run_with_no_record_left_is_returned_as_it_is() -> None:
+    from faithtests.protocols.imavb.fixtures import finite_run
+    from faithtests.protocols.imavb.run import ChoiceRun
+
+    empty = ChoiceRun([], ("fixed", 0), np.zeros((0, 2, 6)), np.zeros((0, 2, 6), np.int64), None, total=3,
+                      invalid={"unreadable video": 3})
+    assert finite_run(empty) is empty  # was: "cannot reshape array of size 0" in every premise test

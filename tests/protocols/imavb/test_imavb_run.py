@@ -155,3 +155,70 @@ def test_logit_lens_of_the_last_layer_is_the_model_output(tmp_path: Path) -> Non
     z = lens_logits(vlm.model, states)  # type: ignore[attr-defined]
     direct = vlm.next_token_logits(prompts)  # type: ignore[attr-defined]
     assert torch.allclose(z[-1], direct, atol=1e-4)
+
+
+class TalkingVLM(LetterVLM):
+    """Answers by generation only (no option log-probabilities, as ``transformers serve``): the letter
+    ``LetterVLM`` would pick, as ``template`` words it; ``mute`` items get a reply naming no letter."""
+
+    def __init__(self, letter: str | None = None, reject: bool = False, template: str = "{}",
+                 mute: int = 0) -> None:
+        super().__init__(letter, reject)
+        self.template, self.mute, self.seen = template, mute, 0
+
+    def lacks(self, feature: str) -> str:
+        return "the endpoint returned no top_logprobs" if feature == "logprobs" else ""
+
+    def decide(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("a model without log-probabilities is never scored")
+
+    def generate(self, prompts: Sequence[Prompt], max_new_tokens: int = 32,
+                 hooks: Hooks | None = None) -> list[str]:
+        picks = LetterVLM.decide(self, prompts, list("ABCDEF")).logits.argmax(dim=1).tolist()
+        out = []
+        for pick in picks:
+            self.seen += 1
+            out.append("I cannot see it" if self.seen <= self.mute else self.template.format("ABCDEF"[pick]))
+        return out
+
+
+def _generated_scores(vlm: TalkingVLM, n: int):  # type: ignore[no-untyped-def]
+    from faithtests.models.letters import generated_by  # the answer mode the suites' fixtures pick
+
+    run = run_choice(vlm, world_records(n, seed=0), generated=generated_by(vlm, "auto"))  # type: ignore[arg-type]
+    gold = np.array([r.correct_index for r in run.records])
+    c = correct(answers(run.logits), gold)
+    return run, split_scores(c[:, 1:].mean(axis=1), [r.split for r in run.records],
+                             [r.stimulus_id for r in run.records], n_resamples=200)
+
+
+def test_generated_letters_map_back_to_canonical_options_with_no_states() -> None:
+    run, ss = _generated_scores(TalkingVLM(reject=True, template="({}) the detail is not there"), 10)
+    assert run.generated.startswith("no option log-probabilities") and run.states is None
+    assert (answers(run.logits) == 4).all() and not run.unparsed  # E wherever the shuffle showed it
+    assert ss.acc == {"standard_vision": 0.0, "misleading_vision": 1.0}
+
+
+@pytest.mark.parametrize("letter", list("ABCDEF"))
+def test_a_one_letter_model_answering_by_generation_fails_the_gates(letter: str) -> None:
+    _, ss = _generated_scores(TalkingVLM(letter=letter), 100)
+    assert not _passes("mis_v", ss.acc["misleading_vision"]) and not _passes("Bal", ss.bal)
+    assert not _passes("std_v", ss.acc["standard_vision"])
+
+
+def test_a_reply_naming_no_letter_is_counted_wrong_with_the_reply() -> None:
+    from faithtests.protocols.imavb.results import ties  # the suite's count of answers without a letter
+
+    vlm = TalkingVLM(reject=True, mute=3)  # the first record's fixed order and first two shuffles
+    run, _ = _generated_scores(vlm, 10)
+    first = run.records[0]
+    assert (answers(run.logits[0, :3]) == -1).all() and answers(run.logits[0, 3]) == 4
+    assert run.unparsed == {first.item_id: "I cannot see it"}
+    t = ties(run, np.ones(len(run.records), dtype=bool))
+    assert (t.n, t.total, t.items) == (3, 20 * 4, [f"{first.item_id}: 'I cannot see it'"])
+    # A4: records 0 and 1 (4 prompts each) answer without a letter; record 1 is misleading, where the
+    # rejecting policy is right: its answers count wrong, never guessed
+    a4 = run_variant(TalkingVLM(reject=True, mute=8), world_records(10, seed=0), "A4",  # type: ignore[arg-type]
+                     generated="--faith-answer-mode generated")
+    assert a4.records[1].misleading and a4.correct[1] == 0.0 and a4.correct[3] == 1.0
+    assert a4.invalid == {"reply names no option letter (counted wrong, never guessed)": 6}

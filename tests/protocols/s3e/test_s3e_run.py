@@ -62,3 +62,40 @@ def test_non_finite_outputs_are_an_error() -> None:
         run_forced_choice(FakeVLM(nan=True), [_rec(0)], lambda r: Image.new("RGB", (4, 4)))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="no records"):
         run_forced_choice(FakeVLM(), [], lambda r: Image.new("RGB", (4, 4)))  # type: ignore[arg-type]
+
+
+class TalkingVLM:
+    """Generates "A" for every prompt but the ``mute``-th (a reply naming neither letter)."""
+
+    spec = "talking"
+
+    def __init__(self, mute: int) -> None:
+        self.mute, self.seen = mute, 0
+
+    def decide(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("generated letters are never scored")
+
+    def generate(self, prompts: Sequence[Prompt], max_new_tokens: int = 32,
+                 hooks: Hooks | None = None) -> list[str]:
+        out = []
+        for p in prompts:
+            assert p.text.rstrip().endswith('"') and "Answer only A or B." in p.text
+            out.append("Neither caption" if self.seen == self.mute else "A")
+            self.seen += 1
+        return out
+
+
+def test_generated_letters_fill_the_layout_as_indicators_without_states() -> None:
+    from faithtests.protocols.s3e.metrics import positive_chosen, stress_behaviour, strict_correct
+
+    recs = [_rec(i) for i in range(3)]
+    # row 9 + 5 is record 1's (orig, stress) prompt: its reply names no letter
+    run = run_forced_choice(TalkingVLM(mute=14), recs, lambda r: Image.new("RGB", (4, 4)),  # type: ignore[arg-type]
+                            generated="--faith-answer-mode generated")
+    assert run.states.shape == (0, 3, 2, 5, 0)
+    np.testing.assert_array_equal(run.logits[0, ORIG, STRESS], [1, 0])
+    np.testing.assert_array_equal(run.logits[1, ORIG, STRESS], [0, 0])  # no letter: a tie, counted
+    chosen = positive_chosen(run.logits[:, :, STRESS])  # "A" is c+ in orig, the candidate in swap
+    assert chosen[:, 0].tolist() == [True, False, True] and not chosen[:, 1].any()
+    assert not strict_correct(run.logits[:, :, STRESS]).any()  # a one-letter policy is never strict-correct
+    assert stress_behaviour(run.logits[:, :, STRESS]).n_ties == 1
