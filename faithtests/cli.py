@@ -20,9 +20,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from faithtests.manifest import glossary_terms
 from faithtests.plugin.item_report import image_of
-from faithtests.protocols import manifests
+from faithtests.plugin.lifecycle import ReportLock
+from faithtests.protocols import disabled_protocols, manifests
 from faithtests.scorecard.baseline import Comparison, Tolerance, compare
 from faithtests.scorecard.comparison_text import format_comparison
 from faithtests.scorecard.frames import deltas_frame
@@ -178,13 +181,23 @@ def _cmd_merge(args: argparse.Namespace) -> int:
         raise UsageError(f"merging {', '.join(args.parts)}: {exc}") from exc
     out = Path(args.output)
     json_path = out if out.suffix == ".json" else out / "scorecard.json"
+    # the report folder's lock, as a run takes it: never write into a folder a running pytest will
+    # overwrite (issue 46: both wrote, the merge was lost, and neither said so)
+    lock = ReportLock(json_path.parent, option="faithtests merge -o")
     try:
-        write_scorecard(merged, json_path)
-    except OSError as exc:
-        raise UsageError(f"{json_path}: cannot write ({exc.strerror or exc})") from exc
-    html_path = json_path.with_suffix(".html")
-    _write_html(merged, html_path, max_exemplars=args.max_exemplars)
-    items = _merge_items(list(args.parts), json_path.parent)
+        lock.acquire([], supersede=json_path.name == "scorecard.json")
+    except pytest.UsageError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        try:
+            write_scorecard(merged, json_path)
+        except OSError as exc:
+            raise UsageError(f"{json_path}: cannot write ({exc.strerror or exc})") from exc
+        html_path = json_path.with_suffix(".html")
+        _write_html(merged, html_path, max_exemplars=args.max_exemplars)
+        items = _merge_items(list(args.parts), json_path.parent)
+    finally:
+        lock.release()
     print(
         f"merged {len(parts)} scorecards ({len(merged.tests)} tests, status {merged.status}) -> "
         f"{json_path}, {html_path}{items}"
@@ -378,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # --help, or a usage error argparse already printed
         return exc.code if isinstance(exc.code, int) else 2
     func: Callable[[argparse.Namespace], int] = args.func
+    for broken in disabled_protocols():  # a third-party protocol that disabled itself, with its reason
+        print(f"warning: {broken}", file=sys.stderr)
     try:
         return func(args)
     except UsageError as exc:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,37 @@ def test_tiny_data_name_is_accepted_and_an_unknown_one_refused(tiny: pytest.Pyte
     folder = tiny.runpytest_subprocess(*ARGS, "suites", "--faith-data", "tinydata=suites")
     assert folder.ret == pytest.ExitCode.USAGE_ERROR
     folder.stderr.fnmatch_lines(["ERROR: --faith-data tinydata: * is a folder; expected a file"])
+
+
+BROKEN = {  # what a third-party manifest gets wrong -> the words of its own message
+    "reads": ('data={"tinydata": DataName("file", "a file holding one number")}',
+              'data={"tinydata": DataName("file", "a file holding one number")}, reads=("cocoo",)',
+              "reads 'cocoo', which is no shared data name"),
+    "data name": ('data={"tinydata": DataName("file", "a file holding one number")}',
+                  'data={"imavb": DataName("file", "a file holding one number")}',
+                  "data name 'imavb' is declared twice"),
+    "import": ("import pytest\n", "import pytest\nimport no_such_module_anywhere\n",
+               "No module named 'no_such_module_anywhere'"),
+}
+
+
+@pytest.mark.parametrize("mistake", list(BROKEN))
+def test_a_broken_protocol_plugin_disables_itself_only(tiny: pytest.Pytester, mistake: str) -> None:
+    """Issue 46: a broken third-party protocol made every faithtests command die with a traceback and
+    stopped an unrelated project's pytest in the same environment (exit 3), its own message hidden behind
+    ``PluginImportFailure``. It now disables itself with its own message; everything else runs."""
+    old, new, words = BROKEN[mistake]
+    manifest = tiny.path / "site" / "tinyproto" / "manifest.py"
+    manifest.write_text(manifest.read_text().replace(old, new, 1))
+    other = tiny.path / "other"
+    other.mkdir()
+    (other / "test_unrelated.py").write_text("def test_one():\n    assert 1 + 1 == 2\n")
+    unrelated = tiny.runpytest_subprocess(*ARGS, str(other), "-W", "default")
+    unrelated.assert_outcomes(passed=1)
+    assert unrelated.ret == 0
+    said = unrelated.stdout.str() + unrelated.stderr.str()
+    assert "protocol plug-in tiny = tinyproto.manifest:MANIFEST (faithtests.protocols) is disabled" in said
+    assert words in said
+    cli = tiny.run(sys.executable, "-m", "faithtests.cli", "explain", "Bal")
+    assert cli.ret == 0 and "Balanced accuracy" in cli.stdout.str()
+    assert "warning: faithtests: protocol plug-in tiny" in cli.stderr.str() and words in cli.stderr.str()

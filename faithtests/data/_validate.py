@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faithtests.data.load_errors import DataError
+from faithtests.data.load_errors import DataError, read_utf8
 
 
 @dataclass(frozen=True)
@@ -40,17 +40,16 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(1-based line number, object) for every non-blank line; a bad line is a DataError."""
     if not path.is_file():
         raise DataError(path, "file not found")
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(path, f"invalid JSON: {e.msg}", line=n) from e
-            if not isinstance(obj, dict):
-                raise DataError(path, f"expected a JSON object, got {type(obj).__name__}", line=n)
-            yield n, obj
+    for n, line in enumerate(read_utf8(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(path, f"invalid JSON: {e.msg}", line=n) from e
+        if not isinstance(obj, dict):
+            raise DataError(path, f"expected a JSON object, got {type(obj).__name__}", line=n)
+        yield n, obj
 
 
 def get(obj: dict[str, Any], field: str, where: Where) -> Any:

@@ -103,7 +103,10 @@ def _frames(path: Path, wanted: int) -> tuple[tuple[Image.Image, ...], float]:
 
 
 def _audio(path: Path, rate: int) -> npt.NDArray[np.float32]:
-    """The file's first audio track, resampled to ``rate`` Hz mono float32."""
+    """The file's first audio track, resampled to ``rate`` Hz, its channels averaged: mono float32.
+
+    The channel mean, not libswresample's mono downmix: that one sums the channels at -3 dB each, so a
+    stereo track of two equal channels came out +3 dB louder, peaks past [-1, 1] (issue 46)."""
     import av  # local: only clip loading needs PyAV
 
     chunks: list[npt.NDArray[Any]] = []
@@ -111,10 +114,10 @@ def _audio(path: Path, rate: int) -> npt.NDArray[np.float32]:
         with _open(path) as box:
             if not box.streams.audio:
                 raise ClipLoadError(path, NO_AUDIO, "the file has no audio track")
-            resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
+            resampler = av.AudioResampler(format="fltp", layout=None, rate=rate)  # planar: [channels, n]
             for frame in box.decode(audio=0):
-                chunks += [f.to_ndarray().reshape(-1) for f in resampler.resample(frame)]
-            chunks += [f.to_ndarray().reshape(-1) for f in resampler.resample(None)]  # flush
+                chunks += [f.to_ndarray().mean(axis=0) for f in resampler.resample(frame)]
+            chunks += [f.to_ndarray().mean(axis=0) for f in resampler.resample(None)]  # flush
     except av.FFmpegError as e:
         raise ClipLoadError(path, CORRUPT, f"audio: {type(e).__name__}: {e}") from e
     samples = np.concatenate(chunks).astype(np.float32) if chunks else np.zeros(0, np.float32)

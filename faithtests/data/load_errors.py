@@ -39,3 +39,16 @@ class MissingImage:
 
     path: Path
     record_id: str
+
+
+def read_utf8(path: str | Path) -> str:
+    """The text of a data file; one that is not UTF-8 (a Latin-1 export) is a :class:`DataError` naming
+    the file and the line of the first bad byte, never a bare ``UnicodeDecodeError``."""
+    p = Path(path)
+    raw = p.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise DataError(p, f"not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start}); save it as "
+                           "UTF-8", line=line) from None

@@ -57,7 +57,11 @@ def write_item_report(out: Path, sc: Scorecard, outputs: Mapping[str, list[dict[
     base_log = (baseline if baseline.is_dir() else baseline.parent) / ITEM_LOG if baseline else None
     if base_log is not None:
         if base_log.exists():
-            base_rows = list(iter_item_log(base_log))
+            try:
+                base_rows = list(iter_item_log(base_log))
+            except ValueError as exc:  # damaged: the viewer is still written (the scorecard links it)
+                notes.append(f"warning: the baseline's item log is unreadable ({exc}): no flipped items in "
+                             "the viewer; the gate reads the baseline scorecard, not this log")
         else:
             notes.append(f"note: the baseline has no item log ({base_log}): no flipped items in the viewer")
     # the viewer is built from the rows in memory: reading the log back gave the same rows (a JSON round

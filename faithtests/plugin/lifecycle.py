@@ -43,13 +43,15 @@ def _alive(pid: int) -> bool:
 class ReportLock:
     """``.faithtests.lock`` in the report directory, held from the start of the run to its end."""
 
-    def __init__(self, report_dir: Path) -> None:
+    def __init__(self, report_dir: Path, option: str = "--faith-report") -> None:
         self.dir = report_dir
         self.path = report_dir / LOCK_NAME
         self.held = False
+        self.option = option  # what chose the directory, for messages (``faithtests merge`` takes it too)
 
-    def acquire(self, notes: list[str]) -> None:
-        """Writable check, lock, supersede the previous report; every failure is a ``UsageError``."""
+    def acquire(self, notes: list[str], supersede: bool = True) -> None:
+        """Writable check, lock, supersede the previous report (unless ``supersede`` is False: a merge
+        into another file of the folder); every failure is a ``UsageError``."""
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             probe = self.dir / f".faithtests.probe.{os.getpid()}"
@@ -57,8 +59,8 @@ class ReportLock:
             probe.unlink()
         except OSError as exc:
             raise pytest.UsageError(
-                f"--faith-report: cannot write to {self.dir} ({exc.strerror or exc}); "
-                "choose a writable directory with --faith-report DIR") from None
+                f"{self.option}: cannot write to {self.dir} ({exc.strerror or exc}); "
+                f"choose a writable directory with {self.option} DIR") from None
         me = {"pid": os.getpid(), "host": socket.gethostname(), "start": now_iso()}
         for _ in range(2):
             try:
@@ -71,9 +73,10 @@ class ReportLock:
             self.held = True
             break
         if not self.held:  # another run took the stale lock first
-            raise pytest.UsageError(f"--faith-report: {self.dir} was taken by another faithtests run "
-                                    "while this one started; use another --faith-report DIR")
-        self._supersede_previous()
+            raise pytest.UsageError(f"{self.option}: {self.dir} was taken by another faithtests run "
+                                    f"while this one started; use another {self.option} DIR")
+        if supersede:
+            self._supersede_previous()
 
     def _take_over_if_stale(self, notes: list[str]) -> None:
         try:
@@ -101,8 +104,8 @@ class ReportLock:
             return
         who = f"pid {pid} on host {host}, since {other.get('start', '?')}" if pid > 0 else "unreadable lock"
         raise pytest.UsageError(
-            f"--faith-report: {self.dir} is in use by another faithtests run ({who}); wait for it to finish "
-            f"or use another --faith-report DIR (delete {self.path} if that run is gone)")
+            f"{self.option}: {self.dir} is in use by another faithtests run ({who}); wait for it to finish "
+            f"or use another {self.option} DIR (delete {self.path} if that run is gone)")
 
     def _supersede_previous(self) -> None:
         """The previous run's scorecard.json says ``superseded`` until this run writes its own; its HTML

@@ -53,6 +53,7 @@ from faithtests.plugin.options import (
     parse_options,
     run_config_of,
 )
+from faithtests.protocols import disabled_protocols
 from faithtests.scorecard.gate_kinds import ThresholdError
 from faithtests.scorecard.model import InsufficientData, TestRecord
 from faithtests.scorecard.recording import Faith, FaithCheckFailed
@@ -84,6 +85,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line("markers", "slow: a long-running test (deselect with -m 'not slow')")
     quiet_library_noise()  # library log lines that are only noise (faithtests.plugin.noise)
+    for broken in disabled_protocols():  # a third-party protocol that disabled itself, with its reason
+        config.issue_config_time_warning(pytest.PytestConfigWarning(broken), stacklevel=2)
     opts = parse_options(config)
     config.stash[FAITH_OPTIONS] = opts
     config.stash[RUN_CONFIG] = run_config_of(opts)

@@ -12,12 +12,14 @@ registers its manifest under the ``faithtests.protocols`` entry-point group
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, NoReturn
 
-from faithtests.manifest import Manifest, ManifestError
+from faithtests.data.names import SHARED
+from faithtests.manifest import Manifest, ManifestError, data_table, unique_options
 
 ENTRY_POINT_GROUP = "faithtests.protocols"
 
@@ -30,29 +32,61 @@ def _on_disk() -> list[Manifest]:
     return [importlib.import_module(f"{__name__}.{name}.manifest").MANIFEST for name in names]
 
 
-def _registered() -> list[Manifest]:
-    """Manifests of other distributions (entry-point group ``faithtests.protocols``), sorted by name;
-    an entry may name the ``Manifest`` or a module defining ``MANIFEST``."""
-    out = []
+def _registered(accepted: list[Manifest]) -> tuple[list[Manifest], list[str]]:
+    """Manifests of other distributions (entry-point group ``faithtests.protocols``), sorted by name,
+    each checked against those accepted before it; an entry may name the ``Manifest`` or a module
+    defining ``MANIFEST``. A broken one (it does not import, is no Manifest, reuses a protocol, data or
+    option name, reads an unknown shared name, or names a fixtures module that is not there) is left
+    out with its own message: it disables itself, never faithtests nor another project's pytest in the
+    same environment (issue 46)."""
+    out: list[Manifest] = []
+    disabled: list[str] = []
     for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        obj = ep.load()
-        manifest = getattr(obj, "MANIFEST", obj)
-        if not isinstance(manifest, Manifest):
-            raise ManifestError(f"entry point {ep.name} = {ep.value} ({ENTRY_POINT_GROUP}) is not a Manifest")
+        try:
+            obj = ep.load()
+            manifest = getattr(obj, "MANIFEST", obj)
+            if not isinstance(manifest, Manifest):
+                raise ManifestError(f"it is a {type(manifest).__name__}, not a Manifest")
+            check_manifests([*accepted, *out, manifest])
+            if importlib.util.find_spec(manifest.fixtures) is None:
+                raise ManifestError(f"its fixtures module {manifest.fixtures!r} is not installed")
+        except Exception as exc:  # a third party's bug of any kind: reported, never raised
+            disabled.append(f"faithtests: protocol plug-in {ep.name} = {ep.value} ({ENTRY_POINT_GROUP}) is "
+                            f"disabled: {type(exc).__name__}: {exc}")
+            continue
         out.append(manifest)
-    return out
+    return out, disabled
 
 
-@cache
-def manifests() -> tuple[Manifest, ...]:
-    """Every protocol of this installation: the bundled ones, then the registered ones; a name used
-    twice is an error. Cheap: manifests import no torch, numpy or PIL."""
-    found = [*_on_disk(), *_registered()]
+def check_manifests(found: list[Manifest]) -> None:
+    """A protocol name, data name or option declared twice, or a ``reads`` of an unknown shared data
+    name, is a :class:`ManifestError`."""
     names = [m.name for m in found]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise ManifestError(f"protocol(s) declared twice: {', '.join(twice)}")
-    return tuple(found)
+    data_table(found, SHARED)
+    unique_options(o for m in found for o in m.options)
+
+
+@cache
+def _discovered() -> tuple[tuple[Manifest, ...], tuple[str, ...]]:
+    bundled = _on_disk()
+    check_manifests(bundled)  # a bundled protocol's mistake is faithtests' own: it raises
+    registered, disabled = _registered(bundled)
+    return (*bundled, *registered), tuple(disabled)
+
+
+def manifests() -> tuple[Manifest, ...]:
+    """Every protocol of this installation: the bundled ones, then the registered ones that are sound
+    (:func:`disabled_protocols` says why the others are left out). Cheap: manifests import no torch,
+    numpy or PIL."""
+    return _discovered()[0]
+
+
+def disabled_protocols() -> tuple[str, ...]:
+    """One message per registered protocol left out as broken (the plugin and the CLI print them)."""
+    return _discovered()[1]
 
 
 def fixture_plugins() -> tuple[str, ...]:

@@ -22,6 +22,7 @@ import json
 import math
 import os
 import tempfile
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -131,17 +132,24 @@ def write_item_log(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[st
 def iter_item_log(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """The rows of an item log (a report directory, its ``scorecard.json`` or the log itself)."""
     p = item_log_path(path)
-    with gzip.open(p, "rt", encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{p}: line {lineno} is not JSON: {exc}") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{p}: line {lineno} is not a JSON object")
-            yield row
+    lineno = 0
+    try:
+        with gzip.open(p, "rt", encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{p}: line {lineno} is not JSON: {exc}") from None
+                if not isinstance(row, dict):
+                    raise ValueError(f"{p}: line {lineno} is not a JSON object")
+                yield row
+    except (EOFError, gzip.BadGzipFile, zlib.error, UnicodeDecodeError) as exc:
+        # a truncated or damaged file is the log's fault, named with where it broke: never a raw EOFError,
+        # nor an OSError a writer would blame on the output folder (BadGzipFile is one)
+        raise ValueError(f"{p}: not a readable item log after line {lineno} ({type(exc).__name__}: {exc}); "
+                         "it is truncated or damaged") from None
 
 
 def read_item_log(path: str | os.PathLike[str]) -> pd.DataFrame:

@@ -88,6 +88,12 @@ class Scorecard:
             raise ScorecardError(f"{source}: {exc}") from exc
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ScorecardError(f"{source}: malformed test record: {exc!r}") from exc
+        run = d.get("run", {})
+        step = run.get("step") if isinstance(run, dict) else None
+        if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
+            # history orders runs by step: a step read as "none" would silently move this run last
+            raise ScorecardError(f"{source}: run.step {step!r} is not a whole number "
+                                 "(null when there is none)")
         try:
             return cls(
                 fingerprint=dict(d.get("fingerprint", {})),

@@ -103,3 +103,28 @@ def test_memo_follows_the_file(tmp_path: Path) -> None:
     write_clip(path, tone=880.0)  # rewritten in place: a new size or mtime means a new decode
     second = load_clip(path, frames=4)
     assert second is not first and abs(dominant_hz(second.audio, 16_000) - 880.0) < 5.0
+
+
+def test_a_stereo_track_is_the_mean_of_its_channels(tmp_path: Path) -> None:
+    """Issue 46: libswresample's mono downmix sums two equal channels at -3 dB each, +3 dB in all: a 0.9
+    peak came out 1.27, outside [-1, 1]. The channel mean keeps it: 0.9 for equal channels, and the
+    average where they differ (left 0.9 sine, right silent: 0.45)."""
+    import av
+
+    rate = 44_100
+    tone = (0.9 * np.sin(2 * np.pi * 440 * np.arange(rate) / rate)).astype(np.float32)
+
+    def wav(name: str, left: np.ndarray, right: np.ndarray) -> Path:
+        path = tmp_path / name
+        with av.open(str(path), "w") as box:
+            stream = box.add_stream("pcm_f32le", rate=rate, layout="stereo")
+            frame = av.AudioFrame.from_ndarray(np.stack([left, right]), format="fltp", layout="stereo")
+            frame.sample_rate = rate
+            for packet in [*stream.encode(frame), *stream.encode(None)]:
+                box.mux(packet)
+        return path
+
+    same = load_track(wav("same.wav", tone, tone), sampling_rate=16_000)
+    assert np.abs(same).max() == pytest.approx(0.9, abs=0.01)
+    half = load_track(wav("half.wav", tone, np.zeros_like(tone)), sampling_rate=16_000)
+    assert np.abs(half).max() == pytest.approx(0.45, abs=0.01)

@@ -37,3 +37,23 @@ def test_viewer_from_memory_equals_the_viewer_of_the_written_log(tmp_path: Path)
     back = list(iter_item_log(tmp_path / ITEM_LOG))
     assert [{k: v for k, v in r.items() if k not in ("suite", "test")} for r in back] == rows
     assert (tmp_path / VIEWER).read_text(encoding="utf-8") == render_viewer(back, image_of=image_of)
+
+
+def test_a_damaged_baseline_item_log_is_named_and_the_viewer_still_written(tmp_path: Path) -> None:
+    """Issue 46: a truncated baseline ``items.jsonl.gz`` gave an unnamed ERROR, no viewer (a dangling
+    items.html link in the scorecard) and exit 0. Now one warning names the file; the viewer is written
+    without the flipped-items view."""
+    sc = Scorecard(tests=[TestRecord(test="test_x.py::test_a", suite="suite")])
+    base = tmp_path / "base"
+    base.mkdir()
+    write_item_report(base, sc, {"test_x.py::test_a": _rows()}, None, [])
+    log = base / ITEM_LOG
+    log.write_bytes(log.read_bytes()[:-20])  # cut short, as an interrupted copy leaves it
+    notes: list[str] = []
+    out = tmp_path / "run"
+    out.mkdir()
+    written = write_item_report(out, sc, {"test_x.py::test_a": _rows()}, base / "scorecard.json", notes)
+    assert written == [out / ITEM_LOG, out / VIEWER]
+    (note,) = notes
+    assert note.startswith(f"warning: the baseline's item log is unreadable ({log}: not a readable item log")
+    assert "truncated or damaged" in note and "no flipped items in the viewer" in note

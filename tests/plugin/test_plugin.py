@@ -283,7 +283,12 @@ def test_baseline_gate_and_update(pytester: pytest.Pytester) -> None:
     assert _run(pytester, "--faith-baseline", str(base), "--faith-tolerance", "5%").ret == 0  # 0.0425
     assert _run(pytester, "--faith-baseline", str(base), "--faith-tolerance", "2%").ret == 1  # 0.017
 
-    updated = _run(pytester, "--faith-baseline", str(base), "--faith-update-baseline")
+    # a regressed run never replaces the better baseline unless forced (issue 46)
+    refused = _run(pytester, "--faith-baseline", str(base), "--faith-update-baseline")
+    assert refused.ret == 1 and base.read_bytes() == before
+    assert "1 regression(s) against the baseline it would replace (flip/PR (clip))" in refused.stdout.str()
+    updated = _run(pytester, "--faith-baseline", str(base), "--faith-update-baseline",
+                   "--faith-force-update-baseline")
     assert updated.ret == 0 and "baseline updated" in updated.stdout.str()
     values = {r["slice"]: r["value"] for r in json.loads(base.read_text())["results"]}
     assert values[None] == pytest.approx(0.82)

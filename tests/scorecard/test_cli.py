@@ -251,3 +251,52 @@ def test_console_script_runs_without_traceback(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 2 and "nope" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_merge_never_writes_into_a_report_folder_a_run_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 46: ``merge -o DIR`` wrote into the folder of a running pytest, which then overwrote the
+    merge, and neither said so. The merge takes the folder's lock as a run does: a live holder refuses."""
+    import json
+    import os
+    import socket
+
+    from faithtests.plugin.lifecycle import LOCK_NAME
+
+    a, b = _shards()
+    _write(a, tmp_path / "gw0")
+    _write(b, tmp_path / "gw1")
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / LOCK_NAME).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                              "start": "2026-11-29T00:00:00"}))
+    rc, _, err = _run(capsys, "merge", str(tmp_path / "gw0"), str(tmp_path / "gw1"), "-o", str(busy))
+    assert rc == 2 and not (busy / "scorecard.json").exists()
+    assert f"faithtests merge -o: {busy} is in use by another faithtests run (pid {os.getpid()}" in err
+    (busy / LOCK_NAME).unlink()
+    rc, _, err = _run(capsys, "merge", str(tmp_path / "gw0"), str(tmp_path / "gw1"), "-o", str(busy))
+    assert rc == 0 and (busy / "scorecard.json").is_file() and not (busy / LOCK_NAME).exists(), err
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not gzip"])
+def test_merge_names_a_damaged_shard_log_never_the_output_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    """Issue 46: a truncated ``items.jsonl.gz`` was a raw EOFError; a file that is not gzip at all was
+    "cannot write the item log", blaming the output folder (gzip's error is an OSError)."""
+    a, b = _shards()
+    row = {"model": "m", "variant": "base", "metric": "acc", "slice": None, "inputs": {}, "output": {"a": 1},
+           "outcome": True, "invalid": None}
+    for name, sc in (("gw0", a), ("gw1", b)):
+        _write(sc, tmp_path / name)
+        write_item_log(log_rows([("s", "t.py::a", [{**row, "item": f"{name}-{i}", "inputs": {"x": "y" * 400}}
+                                                   for i in range(200)])]), tmp_path / name / ITEM_LOG)
+    log = tmp_path / "gw1" / ITEM_LOG
+    data = log.read_bytes()
+    log.write_bytes(data[: len(data) // 2] if damage == "truncated" else b"plain text, no gzip header")
+    shards = (str(tmp_path / "gw0"), str(tmp_path / "gw1"))
+    rc, _, err = _run(capsys, "merge", *shards, "-o", str(tmp_path / "m"))
+    assert rc == 2 and "Traceback" not in err and "cannot write" not in err, err
+    assert f"merging the item logs: {log}: not a readable item log after line" in err
+    assert "truncated or damaged" in err

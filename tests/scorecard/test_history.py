@@ -80,6 +80,22 @@ def test_runs_are_ordered_by_step_then_start_time(tmp_path: Path) -> None:
     assert [r.step for r in runs] == [10, 20, 30, 40, None, None]
 
 
+def test_a_step_that_is_no_whole_number_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    """Issue 46: a step written as text ("25") was read as no step, silently moving the run last."""
+    import json
+
+    from faithtests.scorecard.scorecard import ScorecardError
+
+    paths = _four(tmp_path)
+    card = paths[0] / "scorecard.json"
+    data = json.loads(card.read_text())
+    for bad in ("25", 2.5, True):
+        data["run"]["step"] = bad
+        card.write_text(json.dumps(data))
+        with pytest.raises(ScorecardError, match=rf"scorecard.json: run.step {bad!r} is not a whole number"):
+            collect_runs(paths)
+
+
 def test_first_failing_run_first_regression_and_trend_values(tmp_path: Path) -> None:
     history = load_history(_four(tmp_path))
     assert [t.result.metric for t in history.trends] == ["acc", "err"]  # aux has no check: not followed

@@ -42,6 +42,7 @@ from typing import Any, cast
 
 from faithtests.data.av_clip import NO_AUDIO
 from faithtests.data.invalid import CountsInvalid
+from faithtests.data.load_errors import read_utf8
 from faithtests.protocols.imavb.records import LETTERS, SPLITS, AudioLoader, PremiseRecord, Split, modality
 from faithtests.protocols.imavb.stimuli import premise_items
 from faithtests.protocols.imavb.video import (
@@ -323,7 +324,7 @@ def _objects(path: Path, rows: Iterable[object], where: Any) -> list[tuple[dict[
 
 def _read_jsonl(path: Path) -> list[tuple[dict[str, Any], str]]:
     out = []
-    for n, line in enumerate(path.read_text().splitlines(), start=1):
+    for n, line in enumerate(read_utf8(path).splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -342,7 +343,7 @@ def _read_table(path: Path) -> list[tuple[dict[str, Any], str]]:
     if suffix == ".jsonl":
         return _read_jsonl(path)
     if suffix == ".json":
-        data = json.loads(path.read_text())
+        data = json.loads(read_utf8(path))
         if isinstance(data, dict) and "data" in data and isinstance(data["data"], list):
             data = data["data"]
         if not isinstance(data, list):
@@ -403,7 +404,7 @@ def iter_rows(path: str | Path) -> Iterator[Row]:
         raise FileNotFoundError(f"IMAVB data not found: {p}")
     rows: list[Row] = []
     if p.is_file():
-        data = json.loads(p.read_text()) if p.suffix == ".json" else None
+        data = json.loads(read_utf8(p)) if p.suffix == ".json" else None
         if isinstance(data, dict) and set(data) & set(SPLITS):
             for split, items in data.items():
                 if not isinstance(items, list) or not items:
