@@ -28,6 +28,7 @@ from faithtests.plugin.lifecycle import ReportLock
 from faithtests.protocols import disabled_protocols, manifests
 from faithtests.scorecard.baseline import Comparison, Tolerance, compare
 from faithtests.scorecard.comparison_text import format_comparison
+from faithtests.scorecard.fingerprint import COMPARABLE, refused_mismatches
 from faithtests.scorecard.frames import deltas_frame
 from faithtests.scorecard.glossary import GlossaryError, explain, explain_all, term_for
 from faithtests.scorecard.history import (
@@ -133,8 +134,27 @@ def _print_text(args: argparse.Namespace, comparison: Comparison, every: bool) -
               f"{' ...' if len(tests) > 5 else ''}; {verdict}")
 
 
+def _comparable(a: Scorecard, b: Scorecard, names: tuple[str, str], allowed: list[str]) -> None:
+    """The pytest gate's comparability rule (``fingerprint.refused_mismatches``): runs of other seeds,
+    limits, gates, data or thresholds are refused unless ``--allow-mismatch`` names the fields."""
+    refused, what = refused_mismatches(a.fingerprint, b.fingerprint, allowed)
+    if refused:
+        raise UsageError(f"{names[0]} and {names[1]} are not comparable: they differ in {what}; pass "
+                         f"--allow-mismatch {','.join(refused)} to compare anyway")
+
+
+def _mismatch_fields(text: str) -> list[str]:
+    fields = list(COMPARABLE) if text.strip() == "all" else [f for f in text.split(",") if f.strip()]
+    unknown = sorted(set(fields) - set(COMPARABLE))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown field(s) {', '.join(unknown)} (fields: "
+                                         f"{', '.join(COMPARABLE)}, or all)")
+    return [f.strip() for f in fields]
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
     baseline, current = _read(args.a), _read(args.b)
+    _comparable(baseline, current, (args.a, args.b), args.allow_mismatch)
     gate: GateMode = "ci" if args.regression == "paired" else "point" if args.regression else (
         args.gate or _run_gate(current))
     every = args.all or current.fingerprint.get("regression_all") is True
@@ -265,6 +285,9 @@ def _cmd_history(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     except (OSError, KeyError, TypeError, ValueError, AttributeError) as exc:  # an odd file: name it
         raise UsageError(f"cannot read the runs ({type(exc).__name__}: {exc})") from exc
+    first = history.runs[0]
+    for run in history.runs[1:]:  # every run against the first: one rule, as the pytest gate's
+        _comparable(first.scorecard, run.scorecard, (first.run, run.run), args.allow_mismatch)
     if args.csv == "-":
         print(history_csv(history), end="")
     else:
@@ -332,6 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "moved beyond it (default: the rule run B was gated with)")
     p.add_argument("--gate", choices=("point", "ci"), default=None,
                    help="older spelling of --regression: ci = paired, point = point")
+    p.add_argument("--allow-mismatch", type=_mismatch_fields, default=[], metavar="FIELDS",
+                   help="compare runs whose fingerprints differ in these fields: FIELD[,FIELD] of "
+                        f"{', '.join(COMPARABLE)}, or all (default: refused, as the pytest gate does)")
     p.add_argument("--allow-missing", action="store_true",
                    help="baseline results missing from B (a partial selection) do not make the exit "
                         "status 1")
@@ -378,6 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write one row per run and checked metric to PATH; '-': only the CSV, on stdout")
     p.add_argument("--html", metavar="PATH", default="faith-history.html",
                    help="the self-contained HTML page (default faith-history.html; '' for none)")
+    p.add_argument("--allow-mismatch", type=_mismatch_fields, default=[], metavar="FIELDS",
+                   help="follow runs whose fingerprints differ in these fields: FIELD[,FIELD] of "
+                        f"{', '.join(COMPARABLE)}, or all (default: refused, as the pytest gate does)")
     p.set_defaults(func=_cmd_history)
 
     _add_train_reference(sub)

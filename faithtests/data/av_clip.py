@@ -85,8 +85,12 @@ def _frames(path: Path, wanted: int) -> tuple[tuple[Image.Image, ...], float]:
             total = sum(1 for _ in box.decode(video=0))
             stream = box.streams.video[0]
             rate = float(stream.average_rate or 0) or float(stream.guessed_rate or 0)
+            listed = int(stream.frames or 0)
         if total == 0:
             raise ClipLoadError(path, CORRUPT, "no video frame decodes")
+        if listed - total > max(2, round(0.02 * listed)):  # a cut file: never sampled as if whole
+            raise ClipLoadError(path, CORRUPT, f"the container lists {listed} frames but only {total} "
+                                               "decode: a truncated or damaged file")
         keep = frame_indices(total, wanted)
         picked: dict[int, Image.Image] = {}
         with _open(path) as box:

@@ -22,7 +22,14 @@ from typing import Any
 import pytest
 
 from faithtests.scorecard.baseline import MetricDelta, test_label
-from faithtests.scorecard.fingerprint import COMPARABLE, comparable, describe_mismatch, mismatches, now_iso
+from faithtests.scorecard.fingerprint import (
+    COMPARABLE,
+    comparable,
+    describe_mismatch,
+    mismatches,
+    now_iso,
+    refused_mismatches,
+)
 from faithtests.scorecard.scorecard import atomic_write_text
 
 LOCK_NAME = ".faithtests.lock"
@@ -137,10 +144,8 @@ def check_comparable(baseline_fp: Mapping[str, Any], run_fp: Mapping[str, Any], 
     baseline and this run, unless allowed; allowed differences and fields the baseline does not record
     (an older scorecard) become notes."""
     differ, unknown = mismatches(baseline_fp, run_fp, COMPARABLE)
-    allow = set(allowed)
-    refused = [f for f in differ if f not in allow]
+    refused, what = refused_mismatches(baseline_fp, run_fp, allowed)
     if refused:
-        what = "; ".join(describe_mismatch(f, baseline_fp, run_fp) for f in refused)
         raise pytest.UsageError(
             f"--faith-baseline: {source} is not comparable with this run: it differs in {what} "
             f"(baseline vs run). Re-create the baseline with --faith-update-baseline, or pass "

@@ -11,7 +11,7 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -133,6 +133,17 @@ def mismatches(a: Mapping[str, Any], b: Mapping[str, Any],
     differ = [f for f in fields if f in ca and f in cb and ca[f] != cb[f]]
     unknown = [f for f in fields if (f in ca) != (f in cb)]
     return differ, unknown
+
+
+def refused_mismatches(a: Mapping[str, Any], b: Mapping[str, Any], allowed: Iterable[str] = ()
+                       ) -> tuple[list[str], str]:
+    """The one comparability rule of the pytest gate, ``compare`` and ``history``: (the fields of
+    :data:`COMPARABLE` in which ``a`` and ``b`` differ and ``allowed`` does not name, their description
+    "limit (5 vs 10); seed (0 vs 1)"). Two runs of other seeds, limits, gates, data or thresholds do not
+    measure the same thing: their deltas are no regression."""
+    differ, _ = mismatches(a, b, COMPARABLE)
+    refused = [f for f in differ if f not in set(allowed)]
+    return refused, "; ".join(describe_mismatch(f, a, b) for f in refused)
 
 
 def describe_mismatch(field: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> str:

@@ -233,6 +233,8 @@ class MetricResult:
         ci = d.get("ci")
         value = _stored_number(d, "value")
         if ci is not None:
+            if not isinstance(ci, list) or len(ci) != 2:  # a damaged file: named, never an IndexError
+                raise ValueError(f"result {d.get('test')!r} {d.get('metric')!r}: ci {ci!r} is not [lo, hi]")
             ci = [_stored_number({"ci": c}, "ci", d) for c in ci]
         return cls(
             suite=str(d["suite"]),

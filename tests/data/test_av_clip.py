@@ -128,3 +128,26 @@ def test_a_stereo_track_is_the_mean_of_its_channels(tmp_path: Path) -> None:
     assert np.abs(same).max() == pytest.approx(0.9, abs=0.01)
     half = load_track(wav("half.wav", tone, np.zeros_like(tone)), sampling_rate=16_000)
     assert np.abs(half).max() == pytest.approx(0.45, abs=0.01)
+
+
+def test_a_truncated_clip_is_corrupt_never_sampled_from_what_decodes(tmp_path: Path) -> None:
+    """Issue 46: the first of a cut file's frames were sampled as if they were the clip."""
+    import av
+
+    whole = tmp_path / "clip.avi"
+    with av.open(str(whole), "w") as c:  # 100 flat frames; its header lists them all
+        s = c.add_stream("mpeg4", rate=25)
+        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
+        for i in range(100):
+            frame = av.VideoFrame.from_ndarray(np.full((64, 64, 3), 2 * i, np.uint8), format="rgb24")
+            for p in s.encode(frame):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    cut = tmp_path / "cut.avi"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    sound = write_clip(tmp_path / "tone.mp4")  # the soundtrack, from another file
+    with pytest.raises(ClipLoadError) as e:
+        load_clip(cut, audio=sound, frames=8)
+    assert e.value.kind == CORRUPT and "the container lists 100 frames but only" in str(e.value)
+    assert len(load_clip(whole, audio=sound, frames=8).frames) == 8

@@ -300,3 +300,30 @@ def test_merge_names_a_damaged_shard_log_never_the_output_folder(
     assert rc == 2 and "Traceback" not in err and "cannot write" not in err, err
     assert f"merging the item logs: {log}: not a readable item log after line" in err
     assert "truncated or damaged" in err
+
+
+def test_compare_and_history_refuse_runs_the_pytest_gate_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 46: ``compare`` and ``history`` compared runs of other seeds, limits or thresholds (a
+    "REGRESSION", exit 1) where the pytest gate refuses the pair (exit 4). One rule now
+    (``fingerprint.refused_mismatches``): refused, exit 2, naming the fields, unless allowed."""
+    from dataclasses import replace
+
+    from faithtests.scorecard.history_run import run_record
+
+    base = sample_scorecard()
+    base = replace(base, fingerprint={**base.fingerprint, "seed": 0, "limit": None},
+                   run=run_record("ck", 10, "2026-01-01T00:00:00+00:00"))
+    other = replace(base, fingerprint={**base.fingerprint, "seed": 1, "limit": 40},
+                    run=run_record("ck", 20, "2026-01-02T00:00:00+00:00"))
+    a, b = _write(base, tmp_path / "a"), _write(other, tmp_path / "b")
+    for argv in (("compare", str(a), str(b)), ("history", str(a), str(b), "--html", "")):
+        rc, _, err = _run(capsys, *argv)
+        assert rc == 2, err
+        assert "are not comparable: they differ in seed (0 vs 1); limit (None vs 40); pass " \
+               "--allow-mismatch seed,limit to compare anyway" in err
+        rc, _, err = _run(capsys, *argv, "--allow-mismatch", "seed,limit")
+        assert rc == 0, err
+    rc, _, err = _run(capsys, "compare", str(a), str(b), "--allow-mismatch", "sed")
+    assert rc == 2 and "unknown field(s) sed" in err

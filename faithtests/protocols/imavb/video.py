@@ -5,8 +5,8 @@ public extractor's ``--max_frames 50``); ``--faith-imavb-frames`` changes it. In
 video-LLM convention (lmms-eval's ``np.linspace(0, total - 1, N)``, rounded), so a clip of ``total``
 frames yields frames 0 and ``total - 1`` and N - 2 evenly spaced between (a clip shorter than N frames
 repeats frames). The frame count comes from the container (``stream.frames``) or, when it does not say,
-from counting the stream's packets; if decoding yields fewer frames than counted, the indices are
-recomputed on what was decoded.
+from counting the stream's packets; if decoding yields a few fewer frames than counted (an over-count),
+the indices are recomputed on what was decoded; many fewer is a truncated file, an error.
 
 A6/A7 (App. C) trim the clip to a time window: the frames whose presentation time lies in
 [start, end] seconds are the clip, and N are sampled uniformly over them the same way.
@@ -40,6 +40,10 @@ CACHE_SIZE: Final = 2
 AUDIO_CACHE_SIZE: Final = 8
 
 Window = tuple[float, float]
+#: Frames a container may list beyond those that decode before the file counts as truncated: the larger
+#: of a few frames and a small share of the clip.
+OVERCOUNT_SLACK: Final = 2
+OVERCOUNT_SHARE: Final = 0.02
 
 
 class VideoError(RuntimeError):
@@ -94,6 +98,16 @@ def _decode_at(av: Any, path: Path, wanted: list[int]) -> tuple[list[Image.Image
     return [keep[i] for i in wanted if i in keep], count
 
 
+def _check_shortfall(p: Path, listed: int, decoded: int) -> None:
+    """A container may list a frame or two more than decode (B-frame reordering, edit lists): then the
+    indices are recomputed on what decodes. Many more missing is a truncated or damaged file (a cut
+    download: half the clip, its frames repeated to fill N): a :class:`VideoError`, counted "unreadable
+    video", never sampled as if whole (issue 46)."""
+    if listed - decoded > max(OVERCOUNT_SLACK, round(OVERCOUNT_SHARE * listed)):
+        raise VideoError(f"{p}: the container lists {listed} frames but only {decoded} decode: a truncated "
+                         "or damaged file")
+
+
 def frame_indices(path: str | Path, n: int = DEFAULT_FRAMES, window: Window | None = None) -> list[int]:
     """The decode-order indices :func:`sample_frames` returns (for reports and tests)."""
     return _sample(Path(path), n, window)[1]
@@ -106,7 +120,8 @@ def _sample(p: Path, n: int, window: Window | None) -> tuple[tuple[Image.Image, 
             total = _count_frames(av, p)
             wanted = uniform_indices(total, n)
             frames, decoded = _decode_at(av, p, wanted)
-            if len(frames) < len(wanted) and decoded > 0:  # the container over-counted
+            if len(frames) < len(wanted) and decoded > 0:  # the container over-counted, or truncation
+                _check_shortfall(p, total, decoded)
                 wanted = uniform_indices(decoded, n)
                 frames, _ = _decode_at(av, p, wanted)
         else:

@@ -55,6 +55,30 @@ def test_default_is_50_frames_at_uniform_indices_of_a_real_clip(tmp_path: Path) 
     assert [index_of(f) for f in sample_frames(clip, 4)] == [0, 40, 79, 119]
 
 
+def test_a_truncated_clip_is_unreadable_never_sampled_as_if_whole(tmp_path: Path) -> None:
+    """Issue 46: a cut download whose container still lists every frame (an AVI header) decoded a part
+    and was sampled as if the container had over-counted: 50 frames from the first few, repeated,
+    nothing counted. Many frames short is a VideoError ("unreadable video"); the whole clip samples."""
+    from faithtests.protocols.imavb.video import VideoError
+
+    whole = tmp_path / "clip.avi"
+    with av.open(str(whole), "w") as c:  # 100 flat frames; its header lists them all
+        s = c.add_stream("mpeg4", rate=25)
+        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
+        for i in range(100):
+            frame = av.VideoFrame.from_ndarray(np.full((64, 64, 3), 2 * i, np.uint8), format="rgb24")
+            for p in s.encode(frame):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    cut = tmp_path / "cut.avi"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])  # decodes to its end, no error
+    with pytest.raises(VideoError, match=r"cut.avi: the container lists 100 frames but only \d+ decode: a "
+                                         "truncated or damaged file"):
+        sample_frames(cut)
+    assert len(sample_frames(whole)) == 50
+
+
 def test_a_window_samples_within_its_seconds(tmp_path: Path) -> None:
     """A6/A7 trimming: frames with presentation time in [2 s, 4 s] at 10 fps are 20..40 (21 frames);
     5 uniform among them are 20, 25, 30, 35, 40."""

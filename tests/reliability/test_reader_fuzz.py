@@ -1,0 +1,146 @@
+"""Issue 46 item 2: fuzzing where the hand cases end. Every reader of a file a user hands faithtests (a
+scorecard or baseline, an item log, a thresholds file, an IMAVB / JSONL data file) is given random
+damage: random bytes, random JSON values, a real file with one field replaced by a random value, a real
+file cut short. Each either reads it or raises its one documented error naming the file; never another
+exception (a traceback for the user), never a hang.
+
+Bounded (``max_examples``), deterministic (``derandomize``): it runs in ``pytest tests/`` within the
+budget and fails the same way on every machine.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from faithtests.data._validate import read_jsonl
+from faithtests.data.load_errors import DataError
+from faithtests.protocols.imavb.sources import DataError as ImavbDataError
+from faithtests.protocols.imavb.sources import load_imavb
+from faithtests.scorecard.gate_kinds import ThresholdError
+from faithtests.scorecard.item_log import iter_item_log, log_rows, write_item_log
+from faithtests.scorecard.scorecard import ScorecardError, read_scorecard, write_scorecard
+from faithtests.scorecard.thresholds import load_thresholds
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scorecard"))
+from _sample_scorecard import sample_scorecard  # a test helper beside the scorecard tests
+
+EXAMPLES = int(os.environ.get("FAITH_FUZZ_EXAMPLES", "60"))  # CI: 60 per reader; raise it to search
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner,
+                                                                                 max_size=4), max_leaves=12)
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every key path into a JSON document (objects and lists), the document itself first."""
+    out = [prefix]
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out += _paths(v, (*prefix, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node[:3]):
+            out += _paths(v, (*prefix, i))
+    return out
+
+
+def _replaced(doc: Any, path: tuple[Any, ...], value: Any) -> Any:
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(doc, dict):
+        return {**doc, head: _replaced(doc[head], rest, value)}
+    out = list(doc)
+    out[head] = _replaced(doc[head], rest, value)
+    return out
+
+
+@pytest.fixture(scope="module")
+def card_doc(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    path = write_scorecard(sample_scorecard(), tmp_path_factory.mktemp("card") / "scorecard.json")
+    doc: dict[str, Any] = json.loads(path.read_text())
+    return doc
+
+
+@FUZZ
+@given(data=st.data())
+def test_a_damaged_scorecard_is_read_or_a_scorecard_error(tmp_path: Path, card_doc: dict[str, Any],
+                                                          data: st.DataObject) -> None:
+    paths = _paths(card_doc)
+    where = data.draw(st.sampled_from(paths[: 400]))
+    damaged = _replaced(card_doc, where, data.draw(JSON))
+    path = tmp_path / "scorecard.json"
+    text = json.dumps(damaged)
+    if data.draw(st.booleans()):  # or cut short
+        text = text[: data.draw(st.integers(0, len(text)))]
+    path.write_text(text)
+    try:
+        read_scorecard(path)
+    except ScorecardError as exc:
+        assert str(path) in str(exc)
+
+
+@FUZZ
+@given(raw=st.binary(max_size=300))
+def test_random_bytes_are_no_scorecard(tmp_path: Path, raw: bytes) -> None:
+    path = tmp_path / "scorecard.json"
+    path.write_bytes(raw)
+    try:
+        read_scorecard(path)
+    except ScorecardError as exc:
+        assert str(path) in str(exc)
+
+
+@FUZZ
+@given(rows=st.lists(JSON, max_size=4), cut=st.floats(0, 1), gz=st.booleans(), raw=st.binary(max_size=80))
+def test_a_damaged_item_log_is_a_value_error_naming_it(tmp_path: Path, rows: list[Any], cut: float, gz: bool,
+                                                      raw: bytes) -> None:
+    path = tmp_path / "items.jsonl.gz"
+    row = {"model": "m", "variant": "base", "metric": "acc", "slice": None, "item": "i", "inputs": {},
+           "output": {}, "outcome": True, "invalid": None}
+    write_item_log(log_rows([("s", "t.py::a", [row] * 30)]), path)
+    if gz:  # random JSON lines, properly compressed
+        path.write_bytes(gzip.compress("\n".join(json.dumps(r) for r in rows).encode() + b"\n" + raw))
+    else:  # a real log cut short
+        data = path.read_bytes()
+        path.write_bytes(data[: int(cut * len(data))])
+    try:
+        list(iter_item_log(path))
+    except ValueError as exc:
+        assert str(path) in str(exc)
+
+
+@FUZZ
+@given(text=st.text(max_size=200))
+def test_a_damaged_thresholds_file_is_a_threshold_error(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "thresholds.toml"
+    path.write_text("[coverage]\nmin_n = 10\n[flip]\n" + text, encoding="utf-8")
+    try:
+        load_thresholds(None, path)
+    except ThresholdError as exc:
+        assert "thresholds.toml" in str(exc)
+
+
+@FUZZ
+@given(lines=st.lists(JSON | st.text(max_size=30), max_size=4), raw=st.binary(max_size=40))
+def test_damaged_jsonl_data_is_a_data_error_naming_the_file(tmp_path: Path, lines: list[Any],
+                                                           raw: bytes) -> None:
+    path = tmp_path / "standard_vision.jsonl"
+    path.write_bytes("\n".join(json.dumps(x) for x in lines).encode() + b"\n" + raw)
+    try:
+        list(read_jsonl(path))
+    except DataError as exc:
+        assert str(path) in str(exc)
+    try:
+        load_imavb(tmp_path, check_videos=False)
+    except (DataError, ImavbDataError) as exc:  # the IMAVB loader's own, and the shared reader's
+        assert str(tmp_path) in str(exc)
