@@ -117,6 +117,9 @@ class ItemValues:
     def from_json(cls, d: dict[str, Any]) -> ItemValues:
         ids = [str(i) for i in d["ids"]]
         values = dict(zip(ids, (float(v) for v in d["values"]), strict=True))
+        bad = next((i for i, v in values.items() if not math.isfinite(v)), None)
+        if bad is not None:  # a scorecard never writes one: the file was edited or damaged (issue 46)
+            raise ValueError(f"per-item value of {bad!r} is {values[bad]}, not a finite number")
         if "clusters" not in d:
             return cls(values)
         names = [str(c) for c in d["cluster_names"]]

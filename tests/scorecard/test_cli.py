@@ -327,3 +327,18 @@ def test_compare_and_history_refuse_runs_the_pytest_gate_refuses(
         assert rc == 0, err
     rc, _, err = _run(capsys, "compare", str(a), str(b), "--allow-mismatch", "sed")
     assert rc == 2 and "unknown field(s) sed" in err
+
+
+def test_a_nan_per_item_value_in_a_baseline_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 46: a NaN among a baseline's per-item values crashed the end of the run and ``compare``."""
+    import json
+
+    sc = sample_scorecard()
+    a = _write(sc, tmp_path / "a")
+    doc = json.loads(a.read_text())
+    doc["tests"][0]["results"][0]["per_item"] = {"ids": ["i1", "i2"], "values": [float("nan"), 1.0]}
+    a.write_text(json.dumps(doc))
+    rc, _, err = _run(capsys, "compare", str(a), str(_write(sc, tmp_path / "b")))
+    assert rc == 2 and str(a) in err and "not a finite number" in err and "Traceback" not in err
