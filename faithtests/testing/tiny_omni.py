@@ -287,3 +287,22 @@ BUILDERS: dict[str, Callable[..., Path]] = {
     "qwen3_omni_moe": build_tiny_qwen3_omni_moe,
     "gemma3n": build_tiny_gemma3n,
 }
+
+
+def write_cut_avi(folder: Path, n_frames: int = 100) -> tuple[Path, Path]:
+    """(a whole AVI of ``n_frames`` flat 64x64 frames, its first half as a cut download leaves it): the
+    cut one's header still lists every frame, and it decodes to its end without an error."""
+    import av  # lazy: as write_clip
+
+    whole, cut = folder / "clip.avi", folder / "cut.avi"
+    with av.open(str(whole), "w") as box:
+        stream = box.add_stream("mpeg4", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
+        for i in range(n_frames):
+            frame = av.VideoFrame.from_ndarray(np.full((64, 64, 3), 2 * i, np.uint8), format="rgb24")
+            for packet in stream.encode(frame):
+                box.mux(packet)
+        for packet in stream.encode():
+            box.mux(packet)
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    return whole, cut

@@ -18,7 +18,7 @@ from faithtests.data.av_clip import (
     load_clip,
     load_track,
 )
-from faithtests.testing.tiny_omni import SECONDS, TONE_HZ, write_clip
+from faithtests.testing.tiny_omni import SECONDS, TONE_HZ, write_clip, write_cut_avi
 
 
 @pytest.fixture(scope="module")
@@ -132,20 +132,7 @@ def test_a_stereo_track_is_the_mean_of_its_channels(tmp_path: Path) -> None:
 
 def test_a_truncated_clip_is_corrupt_never_sampled_from_what_decodes(tmp_path: Path) -> None:
     """Issue 46: the first of a cut file's frames were sampled as if they were the clip."""
-    import av
-
-    whole = tmp_path / "clip.avi"
-    with av.open(str(whole), "w") as c:  # 100 flat frames; its header lists them all
-        s = c.add_stream("mpeg4", rate=25)
-        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
-        for i in range(100):
-            frame = av.VideoFrame.from_ndarray(np.full((64, 64, 3), 2 * i, np.uint8), format="rgb24")
-            for p in s.encode(frame):
-                c.mux(p)
-        for p in s.encode():
-            c.mux(p)
-    cut = tmp_path / "cut.avi"
-    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    whole, cut = write_cut_avi(tmp_path)
     sound = write_clip(tmp_path / "tone.mp4")  # the soundtrack, from another file
     with pytest.raises(ClipLoadError) as e:
         load_clip(cut, audio=sound, frames=8)

@@ -60,19 +60,9 @@ def test_a_truncated_clip_is_unreadable_never_sampled_as_if_whole(tmp_path: Path
     and was sampled as if the container had over-counted: 50 frames from the first few, repeated,
     nothing counted. Many frames short is a VideoError ("unreadable video"); the whole clip samples."""
     from faithtests.protocols.imavb.video import VideoError
+    from faithtests.testing.tiny_omni import write_cut_avi
 
-    whole = tmp_path / "clip.avi"
-    with av.open(str(whole), "w") as c:  # 100 flat frames; its header lists them all
-        s = c.add_stream("mpeg4", rate=25)
-        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
-        for i in range(100):
-            frame = av.VideoFrame.from_ndarray(np.full((64, 64, 3), 2 * i, np.uint8), format="rgb24")
-            for p in s.encode(frame):
-                c.mux(p)
-        for p in s.encode():
-            c.mux(p)
-    cut = tmp_path / "cut.avi"
-    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])  # decodes to its end, no error
+    whole, cut = write_cut_avi(tmp_path)
     with pytest.raises(VideoError, match=r"cut.avi: the container lists 100 frames but only \d+ decode: a "
                                          "truncated or damaged file"):
         sample_frames(cut)
