@@ -144,3 +144,46 @@ def test_damaged_jsonl_data_is_a_data_error_naming_the_file(tmp_path: Path, line
         load_imavb(tmp_path, check_videos=False)
     except (DataError, ImavbDataError) as exc:  # the IMAVB loader's own, and the shared reader's
         assert str(tmp_path) in str(exc)
+
+
+ACBENCH_ROW = {"id": "g1", "image": "a.png", "emotion": "awe", "text_emotion": "fear",
+               "description": "A vast hall.", "subset": "S-Opp"}
+SPD_ROW = {"qid": "1", "image_a": "a.png", "image_b": "b.png", "num_differences": 1,
+           "differences": [{"type": "position", "category": "surfboard", "original_bbox": [1, 2, 3, 4],
+                             "new_bbox": [2, 3, 4, 5]}]}
+
+
+def _damaged_rows(data: st.DataObject, row: dict[str, Any]) -> list[str]:
+    """A valid row and copies with one field (at any depth) replaced by a random JSON value."""
+    out = [json.dumps(row)]
+    for _ in range(3):
+        where = data.draw(st.sampled_from(_paths(row)[1:]))
+        out.append(json.dumps(_replaced(row, where, data.draw(JSON))))
+    return out
+
+
+@FUZZ
+@given(data=st.data())
+def test_damaged_acbench_and_spd_rows_are_counted_or_a_named_error(tmp_path: Path,
+                                                                     data: st.DataObject) -> None:
+    """A row a loader cannot use is counted by kind (never a crash); a file it cannot use at all is a
+    named error."""
+    from PIL import Image
+
+    from faithtests.protocols.acbench.sources import load_acbench
+    from faithtests.protocols.spdfaith.sources import load_spdfaith_bench
+
+    for name in ("a.png", "b.png"):
+        Image.new("RGB", (8, 8)).save(tmp_path / name)
+    for rows, load, name in ((ACBENCH_ROW, load_acbench, "acbench.jsonl"),
+                             (SPD_ROW, load_spdfaith_bench, "bench.jsonl")):
+        path = tmp_path / name
+        lines = _damaged_rows(data, rows)
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        try:
+            loaded = load(path)
+        except (DataError, OSError, ValueError) as exc:
+            assert str(path) in str(exc) or path.name in str(exc), exc
+            continue
+        assert loaded.total == len(lines)
+        assert len(loaded.records) + sum(loaded.invalid.values()) >= loaded.total  # every row accounted

@@ -170,6 +170,8 @@ def _image_emotion(row: Mapping[str, Any], where: str) -> tuple[str, str]:
     key, image_value = _get(row, IMAGE_KEYS)
     if key is None or not str(image_value).strip():
         raise _Rejected("missing field:image", where)
+    if not isinstance(image_value, str):  # a path is text: an object or a list is no file name
+        raise _Rejected("bad field:image", f"{where}: {key}={image_value!r:.60}")
     key, value = _get(row, IMAGE_EMOTION_KEYS)
     if key is None:
         raise _Rejected("missing field:image_emotion", where)
@@ -210,7 +212,11 @@ def _acbench_record(row: Mapping[str, Any], where: str, base: Path, out: Loaded)
         image, y_img = _image_emotion(row, where)
         description, y_txt = _described(row, where, subset, y_img)
         path = _resolve(image, base)
-        if not path.is_file():
+        try:
+            found = path.is_file()
+        except OSError as exc:  # a name too long for the file system, say: no file there either
+            raise _Rejected("missing image", f"{where}: {path} ({exc.strerror or exc})") from None
+        if not found:
             raise _Rejected("missing image", f"{where}: {path}")
     except _Rejected as e:
         out.reject(e.kind, e.detail)

@@ -123,8 +123,10 @@ def _first(row: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[str | None, A
 
 
 def _xywh(value: Any, name: str) -> Box:
-    if (not isinstance(value, list) or len(value) != 4 or min(value[2:], default=-1) < 0 or not all(
-            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in value)):
+    # the types first: a null among the numbers was a TypeError of the size check (issue 46, fuzzing)
+    if (not isinstance(value, list) or len(value) != 4 or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in value)
+            or min(value[2:]) < 0):
         raise _Reject(f"bad field:{name}", f"expected [x, y, w, h], got {value!r}")
     x, y, w, h = value
     return math.floor(x), math.floor(y), math.ceil(x + w), math.ceil(y + h)
