@@ -187,3 +187,50 @@ def test_damaged_acbench_and_spd_rows_are_counted_or_a_named_error(tmp_path: Pat
             continue
         assert loaded.total == len(lines)
         assert len(loaded.records) + sum(loaded.invalid.values()) >= loaded.total  # every row accounted
+
+
+@FUZZ
+@given(raw=st.binary(max_size=400), keep=st.floats(0, 1))
+def test_damaged_media_files_are_named_errors(tmp_path: Path, raw: bytes, keep: float) -> None:
+    """An image or a clip that is random bytes, or a real one cut short, is ``ImageLoadError`` /
+    ``VideoError`` / ``ClipLoadError`` naming the file: counted by the suites, never another exception."""
+    from PIL import Image
+
+    from faithtests.data.av_clip import ClipLoadError, load_clip
+    from faithtests.data.load_errors import ImageLoadError
+    from faithtests.data.loaded import ImageRef
+    from faithtests.protocols.imavb.video import VideoError, sample_frames
+
+    real = tmp_path / "real.png"
+    Image.new("RGB", (16, 16), "red").save(real)
+    cut = real.read_bytes()[: int(keep * real.stat().st_size)]
+    for name, content in (("random.png", raw), ("cut.png", cut)):
+        path = tmp_path / name
+        path.write_bytes(content)
+        try:
+            ImageRef(path).load()
+        except ImageLoadError as exc:
+            assert str(path) in str(exc)
+    clip = tmp_path / "random.mp4"
+    clip.write_bytes(raw)
+    with pytest.raises(VideoError, match=str(clip)):
+        sample_frames(clip, 4)
+    with pytest.raises(ClipLoadError, match=str(clip)):
+        load_clip(clip, frames=4)
+
+
+@FUZZ
+@given(data=st.data())
+def test_damaged_coco_annotations_are_a_named_data_error(tmp_path: Path, data: st.DataObject) -> None:
+    from faithtests.data.coco import load_coco_captions
+
+    doc = {"images": [{"id": 1, "file_name": "a.jpg"}, {"id": 2, "file_name": "b.jpg"}],
+           "annotations": [{"id": 10, "image_id": 1, "caption": "a red cup"},
+                           {"id": 11, "image_id": 2, "caption": "two dogs"}]}
+    where = data.draw(st.sampled_from(_paths(doc)))
+    path = tmp_path / "captions_val2017.json"
+    path.write_text(json.dumps(_replaced(doc, where, data.draw(JSON))), encoding="utf-8")
+    try:
+        load_coco_captions(path, tmp_path, check_images=False)
+    except DataError as exc:
+        assert str(path) in str(exc)
