@@ -74,7 +74,8 @@ class Loaded(CountsInvalid):
     rejected_by_split: dict[str, dict[str, int]] = field(default_factory=dict)  # split -> kind -> rows
 
     def reject_row(self, split: str, kind: str, where: str) -> None:
-        """Count a rejected row of a known split (coverage leaves out the splits a model does not run)."""
+        """Count an invalid ``kind`` on a row of a known split (coverage leaves out the splits a model
+        does not run, and what was counted on their rows)."""
         self.reject(kind, where)
         per = self.rejected_by_split.setdefault(split, {})
         per[kind] = per.get(kind, 0) + 1
@@ -284,8 +285,8 @@ def validate_rows(
         if ts is not None:
             window = parse_window(ts[1])
             if window is None:  # the row still runs A1-A5; A6/A7 count it as not run
-                out.reject("answer_timestamp unreadable (A6/A7 skip the row)",
-                           f"{where} field {ts[0]}: {ts[1]!r}")
+                out.reject_row(split, "answer_timestamp unreadable (A6/A7 skip the row)",
+                               f"{where} field {ts[0]}: {ts[1]!r}")
         out.records.append(
             PremiseRecord(
                 item_id=f"{vid}/{split}",

@@ -146,3 +146,17 @@ def test_a_run_with_no_record_left_is_returned_as_it_is() -> None:
     empty = ChoiceRun([], ("fixed", 0), np.zeros((0, 2, 6)), np.zeros((0, 2, 6), np.int64), None, total=3,
                       invalid={"unreadable video": 3})
     assert finite_run(empty) is empty  # was: "cannot reshape array of size 0" in every premise test
+
+
+def test_counts_on_rows_of_a_split_the_model_does_not_run_are_not_its() -> None:
+    """What was counted on audio rows (a bad timestamp, a missing video) is left out for a model that
+    takes no audio, with those rows: the count can never exceed the rows read (issue 46)."""
+    from faithtests.protocols.imavb.fixtures import load_counts
+    from faithtests.protocols.imavb.sources import Loaded
+
+    stamp = "answer_timestamp unreadable (A6/A7 skip the row)"
+    loaded = Loaded(total=4, read_by_split={"standard_vision": 2, "standard_audio": 2},
+                    invalid={stamp: 2, "missing video": 1},
+                    rejected_by_split={"standard_audio": {stamp: 2}, "standard_vision": {"missing video": 1}})
+    assert load_counts(loaded, False, {"standard_audio": 2}) == (2, {"missing video": 1})
+    assert load_counts(loaded, True, {}) == (4, {stamp: 2, "missing video": 1})
