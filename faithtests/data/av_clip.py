@@ -74,6 +74,18 @@ def _open(path: Path) -> Any:
         raise ClipLoadError(path, CORRUPT, f"{type(e).__name__}: {e}") from e
 
 
+#: Frames a container may list beyond those that decode before the file counts as truncated: the larger
+#: of a few frames and a small share of the clip (B-frame reordering and edit lists over-count by a few).
+OVERCOUNT_SLACK = 2
+OVERCOUNT_SHARE = 0.02
+
+
+def cut_short(listed: int, decoded: int) -> bool:
+    """Whether a video that lists ``listed`` frames but decodes ``decoded`` is truncated or damaged (a cut
+    download), not just over-counted by its container (issue 46)."""
+    return listed - decoded > max(OVERCOUNT_SLACK, round(OVERCOUNT_SHARE * listed))
+
+
 def _frames(path: Path, wanted: int) -> tuple[tuple[Image.Image, ...], float]:
     """The sampled frames and the video's duration in seconds."""
     import av  # local: only clip loading needs PyAV
@@ -88,7 +100,7 @@ def _frames(path: Path, wanted: int) -> tuple[tuple[Image.Image, ...], float]:
             listed = int(stream.frames or 0)
         if total == 0:
             raise ClipLoadError(path, CORRUPT, "no video frame decodes")
-        if listed - total > max(2, round(0.02 * listed)):  # a cut file: never sampled as if whole
+        if cut_short(listed, total):  # a cut file: never sampled as if whole
             raise ClipLoadError(path, CORRUPT, f"the container lists {listed} frames but only {total} "
                                                "decode: a truncated or damaged file")
         keep = frame_indices(total, wanted)

@@ -30,7 +30,7 @@ from typing import Any, Final
 import numpy as np
 from PIL import Image
 
-from faithtests.data.av_clip import CORRUPT, DEFAULT_RATE, MISSING_FILE, NO_AUDIO, load_track
+from faithtests.data.av_clip import CORRUPT, DEFAULT_RATE, MISSING_FILE, NO_AUDIO, cut_short, load_track
 from faithtests.models.interfaces import Audio
 
 DEFAULT_FRAMES: Final = 50
@@ -40,10 +40,6 @@ CACHE_SIZE: Final = 2
 AUDIO_CACHE_SIZE: Final = 8
 
 Window = tuple[float, float]
-#: Frames a container may list beyond those that decode before the file counts as truncated: the larger
-#: of a few frames and a small share of the clip.
-OVERCOUNT_SLACK: Final = 2
-OVERCOUNT_SHARE: Final = 0.02
 
 
 class VideoError(RuntimeError):
@@ -103,7 +99,7 @@ def _check_shortfall(p: Path, listed: int, decoded: int) -> None:
     indices are recomputed on what decodes. Many more missing is a truncated or damaged file (a cut
     download: half the clip, its frames repeated to fill N): a :class:`VideoError`, counted "unreadable
     video", never sampled as if whole (issue 46)."""
-    if listed - decoded > max(OVERCOUNT_SLACK, round(OVERCOUNT_SHARE * listed)):
+    if cut_short(listed, decoded):
         raise VideoError(f"{p}: the container lists {listed} frames but only {decoded} decode: a truncated "
                          "or damaged file")
 
