@@ -59,7 +59,8 @@ class StepReading:
     attention: torch.Tensor  # [layers, heads, keys] the step's query, after modifiers (float32, CPU)
     image_positions: tuple[int, ...]  # key positions of the row's image tokens, in order
     image_states: torch.Tensor  # [n image tokens, D] last layer, after the final norm (float32, CPU)
-    unembedding: torch.Tensor  # [V, D] the LM head's weight (W_head of Eq. 17, transposed), not a copy
+    # [V, D] the LM head's weight (W_head of Eq. 17, transposed): not a copy, so on the model's device
+    unembedding: torch.Tensor
     candidates: tuple[int, ...] | None = None  # token ids the step chooses among; None: the vocabulary
 
 

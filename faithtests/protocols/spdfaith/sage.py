@@ -402,7 +402,8 @@ class SageStep:
         pos = list(reading.image_positions)
         per_key = reading.attention.double().mean(dim=(0, 1)).numpy()
         omega_a = image_cells(per_key[pos], n_images, self.grid)
-        head = reading.unembedding[self.token(reading)].double().numpy()
+        # the unembedding is the LM head itself, on the model's device (CUDA too): one row comes to the host
+        head = reading.unembedding[self.token(reading)].double().cpu().numpy()
         tam = token_activation(reading.image_states.double().numpy(), head)
         omega_t = image_cells(tam, n_images, self.grid)
         return discrepancy_mask(omega_a, omega_t, self.top_k, self.fallback)

@@ -65,6 +65,16 @@ def test_step_mask_is_attention_and_tam_intersected_by_hand() -> None:
     assert not SageStep(top_k=1, fallback="none").mask(reading([0.0, 1.0, 2.0]), 2).any()
 
 
+@pytest.mark.gpu
+def test_the_step_mask_reads_an_lm_head_on_cuda() -> None:
+    """The unembedding is the LM head itself, on the model's device: on CUDA the mask is the same as on
+    the CPU (it failed there once: a CUDA tensor has no .numpy())."""
+    r = reading()
+    on_cuda = StepReading(r.step, r.logits, r.attention, r.image_positions, r.image_states,
+                          r.unembedding.cuda(), r.candidates)
+    assert SageStep(top_k=2).mask(on_cuda, 2).tolist() == [[False, True], [False, False]]
+
+
 def pair(edit_at: tuple[int, int]) -> tuple[Image.Image, Image.Image]:
     """Noise (no cell equals the mean colour) and a copy with a red 4x4 square at ``edit_at`` (x, y)."""
     noise = np.random.default_rng(0).integers(0, 256, size=(8, 8, 3), dtype=np.uint8)
