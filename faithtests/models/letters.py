@@ -18,7 +18,7 @@ them.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,12 +44,33 @@ def parse_letter(reply: str, options: Sequence[str]) -> int | None:
     "a" is an article, not option A), and the next two words must name no other option ("A or B", "A,
     B": two answers). "B", " (B)", "B: the red cup", "Answer: B." → B; "I think B", "A or B", "b",
     "" → None."""
-    words = [w.strip(_PUNCT) for w in _LEAD.sub("", reply, count=1).split()]
-    if not words or words[0] not in options:
+    return parse_word(reply, options)
+
+
+def parse_word(reply: str, options: Sequence[str], *, fold_case: bool = False,
+               lead: re.Pattern[str] = _LEAD) -> int | None:
+    """:func:`parse_letter`'s rule for any one-word answer (Yes / No): the first word after the optional
+    ``lead`` must be one option, and the next two words name no other. ``fold_case`` for words that are
+    no article ("yes" is Yes)."""
+    return read_first(reply, {o: i for i, o in enumerate(options)}, fold_case=fold_case, lead=lead)
+
+
+def read_first(reply: str, value: Mapping[str, int], *, fold_case: bool = False,
+               lead: re.Pattern[str] = _LEAD) -> int | None:
+    """The rule under every parser here: the reply's first word after ``lead`` (punctuation stripped)
+    must be a key of ``value``, and the next two words name no key of another value ("three or four";
+    "3 (three)" is one answer). Returns that value, or None."""
+    def norm(w: str) -> str:
+        return w.casefold() if fold_case else w
+
+    keys = {norm(k): v for k, v in value.items()}
+    words = [norm(w.strip(_PUNCT)) for w in lead.sub("", reply, count=1).split()]
+    if not words or words[0] not in keys:
         return None
-    if any(w in options and w != words[0] for w in words[1:3]):
+    first = keys[words[0]]
+    if any(w in keys and keys[w] != first for w in words[1:3]):
         return None
-    return options.index(words[0])
+    return first
 
 
 def generated_by(vlm: object, mode: str) -> str:
@@ -84,11 +105,12 @@ class LetterChoice:
 
 
 def generated_choice(vlm: VisionLanguageModel, prompts: Sequence[Prompt], options: Sequence[str],
-                     hooks: Hooks | None = None) -> LetterChoice:
-    """Each prompt answered by greedy generation (:data:`LETTER_TOKENS` tokens), parsed by
-    :func:`parse_letter`."""
+                     hooks: Hooks | None = None,
+                     parse: Callable[[str, Sequence[str]], int | None] = parse_letter) -> LetterChoice:
+    """Each prompt answered by greedy generation (:data:`LETTER_TOKENS` tokens), read by ``parse``
+    (:func:`parse_letter`, or a protocol's own one-word rule built on :func:`parse_word`)."""
     replies = [str(r) for r in vlm.generate(list(prompts), LETTER_TOKENS, hooks)] if prompts else []
-    chosen = [parse_letter(r, options) for r in replies]
+    chosen = [parse(r, options) for r in replies]
     return LetterChoice(np.array([-1 if c is None else c for c in chosen], dtype=np.int64), replies,
                         len(options))
 

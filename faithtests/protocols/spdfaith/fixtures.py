@@ -10,7 +10,8 @@ SPD-Faith-Bench JSONL). ``--faith-limit N`` keeps the first N pairs.
 ``--faith-spd-judge MODULE:CALLABLE`` (ini ``faith_spd_judge``) replaces the deterministic claim judge
 by the user's (``fn(answer, record) -> Judgement``, e.g. an LLM judge they run); every number says which
 judge produced it. ``--faith-sage KEY=VALUE,...`` (ini ``faith_sage``) sets SAGE's open parameters
-(``sage.SageConfig`` fields; a typo is a usage error).
+(``sage.SageConfig`` fields; a typo is a usage error). A model without option log-probabilities, or
+``--faith-answer-mode generated``, answers the Yes / No and count questions by generation (``.run``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ import pytest
 from faithtests.config import run_config, setting
 from faithtests.data.invalid import Counted, invalid_rows
 from faithtests.models.capabilities import require
+from faithtests.models.errors import NotApplicable
 from faithtests.models.interfaces import VisionLanguageModel
+from faithtests.models.letters import generated_by
 from faithtests.progress import label
 from faithtests.protocols.spdfaith import sources
 from faithtests.protocols.spdfaith.api_judge import load_api_judge
@@ -133,16 +136,22 @@ class SpdData:
     vlm: VisionLanguageModel
     judge: Judge
     sage: SageConfig | None = None
+    generated: str = ""  # why the answers are generated ("" when read from option logits): models.letters
     _answers: dict[str, Answers] = field(default_factory=dict)
 
     def answers(self, variant: str) -> Answers:
         if variant not in self._answers:
             with label(f"SPD {variant}"):  # names the model calls' progress stages
-                self._answers[variant] = run_variant(self.vlm, self.usable, variant, self.judge, self.sage)
+                self._answers[variant] = run_variant(self.vlm, self.usable, variant, self.judge, self.sage,
+                                                        self.generated)
         return self._answers[variant]
 
     def require_states(self) -> None:
-        """The residual-stream check is not applicable to a model without states (a served one)."""
+        """The residual-stream check is not applicable to a model without states (a served one), nor to
+        generated answers (no pre-answer state is read)."""
+        if self.generated:
+            raise NotApplicable(self.vlm.spec, "hidden_states",
+                                f"the answers are generated ({self.generated}): no pre-answer states read")
         require(self.vlm, "hidden_states")
 
     def data_invalid(self) -> list[tuple[str, int, int, list[str]]]:
@@ -189,5 +198,6 @@ def spdfaith_data(request: pytest.FixtureRequest, faith_vlm: Any) -> SpdData:
             dataset, usable(loaded.records), Counted.copy_of(loaded),  # with kinds' own totals (COCO)
             max(loaded.total, len(loaded.records)), faith_vlm,
             judge or _vocabulary_judge(dataset, loaded), sage,
+            generated_by(faith_vlm, run_config(request.config).answer_mode),
         )
     return cache[key]

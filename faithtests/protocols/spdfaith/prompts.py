@@ -3,16 +3,22 @@ naming prompt, as :class:`~faithtests.models.interfaces.Prompt` values with both
 
 The reference VLMs are trained on exactly these prompts (``.training`` builds its examples with them).
 The paper asks for the count in free text; here it is one of :data:`COUNT_WORDS` read from the answer
-position's logits (no parsing), and the naming prompt is filled with the model's own count.
+position's logits (no parsing), and the naming prompt is filled with the model's own count. A model
+without option log-probabilities (a served one) answers by greedy generation instead, read by the
+strict one-word rules :func:`parse_yes_no` and :func:`parse_count` (``models.letters``): a reply they
+cannot read is counted, never guessed.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Final
 
 from PIL import Image
 
 from faithtests.models.interfaces import Prompt
+from faithtests.models.letters import parse_word, read_first
 from faithtests.world.captions import NUMBER_WORDS
 
 SAME_QUESTION: Final = "Are the two pictures the same?"
@@ -47,3 +53,21 @@ def find_text(n: int) -> str:
 
 def find_prompt(a: Image.Image, b: Image.Image, n: int) -> Prompt:
     return Prompt(images=(a, b), text=find_text(n))
+
+
+#: What may precede a count: "Answer: 3", "There are three differences".
+_COUNT_LEAD: Final = re.compile(r"^\s*(?:(?:the\s+)?answer\s*(?:is)?\s*[:\-]?\s*)?(?:there\s+(?:are|is)\s+)?",
+                                re.IGNORECASE)
+
+
+def parse_yes_no(reply: str, options: Sequence[str] = YES_NO) -> int | None:
+    """0 for a reply that answers Yes, 1 for No, None for anything else ("Yes, they differ." → 0; "They
+    are not the same" → None; "yes" → 0: case is folded, unlike option letters)."""
+    return parse_word(reply, options, fold_case=True)
+
+
+def parse_count(reply: str, options: Sequence[str] = COUNT_WORDS) -> int | None:
+    """The count a reply states as its first word, a number word of ``options`` or its digits ("3",
+    "Three.", "There are three differences" → 3), or None ("I see three", "three or four", "7")."""
+    value = {w: n for n, w in enumerate(options)} | {str(n): n for n in range(len(options))}
+    return read_first(reply, value, fold_case=True, lead=_COUNT_LEAD)

@@ -17,6 +17,13 @@
   step: the logits combined by ``sage.contrast_logits``; generation: ``Hooks.contrast``).
   ``sage-oracle`` (a diagnostic, recorded, never gated): stage 3's mask from the pair's pixel change
   instead, once per prompt (``sage.oracle_aux_prompts``): handed the edits' location, an upper bound.
+* Generated answers (``generated``: why, ``models.letters.generated_by``; a model without option
+  log-probabilities, or ``--faith-answer-mode generated``): the Yes / No and count questions answered by
+  greedy generation and read by :func:`~.prompts.parse_yes_no` / :func:`~.prompts.parse_count`. P(Yes)
+  is then 1 or 0; no states are read; a pair whose reply to either symmetric question is neither Yes
+  nor No is counted (:data:`NO_YES_NO`) and left out of the symmetric metrics, as a reply that states
+  no count is (:data:`NO_COUNT`) of the count metrics; the coverage rule then decides whether enough
+  is left for a verdict. Only ``base`` runs: SAGE steers option logits and attention.
 """
 
 from __future__ import annotations
@@ -31,7 +38,9 @@ from numpy.typing import NDArray
 from faithtests.data.invalid import NONFINITE, Counted
 from faithtests.data.load_errors import ImageLoadError
 from faithtests.models.capabilities import require
+from faithtests.models.errors import NotApplicable
 from faithtests.models.interfaces import Contrast, Hooks, Prompt, VisionLanguageModel
+from faithtests.models.letters import generated_choice
 from faithtests.protocols.spdfaith.judge import Judge, Judgement
 from faithtests.protocols.spdfaith.prompts import (
     COUNT_WORDS,
@@ -39,6 +48,8 @@ from faithtests.protocols.spdfaith.prompts import (
     count_prompt,
     different_prompt,
     find_prompt,
+    parse_count,
+    parse_yes_no,
     same_prompt,
 )
 from faithtests.protocols.spdfaith.records import DiffRecord
@@ -63,6 +74,8 @@ UNREADABLE: Final = "unreadable pair image"
 NON_FINITE: Final = NONFINITE  # the one non-finite kind; which outputs broke is the example's detail
 COUNT_TIE: Final = "tied top count logits (no count, never guessed)"
 NO_NAMING: Final = "counted no difference (no naming prompt asked)"
+NO_YES_NO: Final = "reply is neither Yes nor No (counted, never guessed)"
+NO_COUNT: Final = "reply states no count (counted, never guessed)"
 Pair = tuple["Image.Image", "Image.Image"]
 
 
@@ -107,13 +120,16 @@ class Answers:
     judgements: list[Judgement | None]
     counted: Counted
     judge: str
+    #: generated answers only: the pairs whose reply to a symmetric question was not read (:data:`NO_YES_NO`)
+    no_reply: NDArray[np.bool_] | None = None
 
     @property
     def answered(self) -> NDArray[np.bool_]:
         """Pairs whose P(Yes) to both questions and pre-answer states are finite (the others are counted
-        once as :data:`NON_FINITE` in ``counted``)."""
-        return np.asarray(np.isfinite(self.p_yes_same) & np.isfinite(self.p_yes_diff)
-                          & _finite_states(self.states_same) & _finite_states(self.states_diff), dtype=bool)
+        once as :data:`NON_FINITE` in ``counted``) and, generated, whose replies were both read."""
+        ok = (np.isfinite(self.p_yes_same) & np.isfinite(self.p_yes_diff)
+              & _finite_states(self.states_same) & _finite_states(self.states_diff))
+        return np.asarray(ok if self.no_reply is None else ok & ~self.no_reply, dtype=bool)
 
 
 def _finite_states(states: NDArray[np.float32]) -> NDArray[np.bool_]:
@@ -198,11 +214,17 @@ def _decide(
 
 
 def run_variant(
-    vlm: VisionLanguageModel, data: Usable, variant: str, judge: Judge, cfg: SageConfig | None = None
+    vlm: VisionLanguageModel, data: Usable, variant: str, judge: Judge, cfg: SageConfig | None = None,
+    generated: str = "",
 ) -> Answers:
     """Every SPD-Faith answer of ``variant`` on ``data`` (module docstring)."""
+    if generated:
+        if variant != "base":
+            raise NotApplicable(vlm.spec, "logprobs", f"not read: the answers are generated ({generated}), "
+                                "and SAGE steers option logits and attention")
+        return _generated_answers(vlm, data, judge, generated)
     p = plan(vlm, variant, cfg)
-    recs, pairs = data.records, data.pairs
+    pairs = data.pairs
     counted = Counted()
     same_logits, states_same = _decide(vlm, p, [same_prompt(a, b) for a, b in pairs], pairs, YES_NO)
     diff_logits, states_diff = _decide(vlm, p, [different_prompt(a, b) for a, b in pairs], pairs, YES_NO)
@@ -216,9 +238,41 @@ def run_variant(
         "states": ~(_finite_states(states_same) & _finite_states(states_diff))}
     for i in np.flatnonzero(np.any(list(broken.values()), axis=0)):
         what = "/".join(k for k, v in broken.items() if v[i])
-        counted.reject(NON_FINITE, recs[i].item_id, detail=f"{what} not finite")
+        counted.reject(NON_FINITE, data.records[i].item_id, detail=f"{what} not finite")
     for i in np.flatnonzero((count < 0) & ~broken["count"]):
-        counted.reject(COUNT_TIE, f"{recs[i].item_id}: count")
+        counted.reject(COUNT_TIE, f"{data.records[i].item_id}: count")
+    replies, judgements = _named(vlm, data, count, counted, judge, p)
+    return Answers(variant, ps, pd, states_same, states_diff, count, count_logits, replies, judgements,
+                   counted, judge.name)
+
+
+def _generated_answers(vlm: VisionLanguageModel, data: Usable, judge: Judge, why: str) -> Answers:
+    """``base``'s answers by greedy generation (module docstring): indicator P(Yes) and count rows, no
+    states, every unread reply counted with the reply itself as its example."""
+    pairs, ids = data.pairs, [r.item_id for r in data.records]
+    counted = Counted()
+    same = generated_choice(vlm, [same_prompt(a, b) for a, b in pairs], YES_NO, parse=parse_yes_no)
+    diff = generated_choice(vlm, [different_prompt(a, b) for a, b in pairs], YES_NO, parse=parse_yes_no)
+    for i in np.flatnonzero(same.unparsed | diff.unparsed):  # one pair counted once, either reply shown
+        shown = same.replies[i] if same.unparsed[i] else diff.replies[i]
+        counted.reject(NO_YES_NO, f"{ids[i]}: {shown!r:.60}")
+    cnt = generated_choice(vlm, [count_prompt(a, b) for a, b in pairs], COUNT_WORDS, parse=parse_count)
+    for i in np.flatnonzero(cnt.unparsed):
+        counted.reject(NO_COUNT, f"{ids[i]}: {cnt.replies[i]!r:.60}")
+    count = cnt.chosen.copy()
+    replies, judgements = _named(vlm, data, count, counted, judge, _Plan(None, None))
+    none = np.zeros((0, len(pairs), 0), dtype=np.float32)  # generated: no layer is read
+    return Answers("base", same.indicators()[:, 0].astype(np.float64),
+                   diff.indicators()[:, 0].astype(np.float64), none, none, count,
+                   cnt.indicators().astype(np.float64), replies, judgements, counted,
+                   judge.name, no_reply=np.asarray(same.unparsed | diff.unparsed))
+
+
+def _named(vlm: VisionLanguageModel, data: Usable, count: NDArray[np.int64], counted: Counted, judge: Judge,
+           p: _Plan) -> tuple[list[str | None], list[Judgement | None]]:
+    """The naming prompt for each pair the model counted >= 1 differences in, and its judgement; a pair
+    counted as unchanged is noted (:data:`NO_NAMING`)."""
+    recs, pairs = data.records, data.pairs
     asked = [i for i in range(len(recs)) if count[i] >= 1]
     for i in np.flatnonzero(count == 0):
         counted.reject(NO_NAMING, recs[i].item_id)
@@ -230,5 +284,4 @@ def run_variant(
         for row, text in zip(asked, vlm.generate(prompts, MAX_NEW_TOKENS, hooks), strict=True):
             replies[row] = text
             judgements[row] = judge(text, recs[row])
-    return Answers(variant, ps, pd, states_same, states_diff, count, count_logits, replies, judgements,
-                   counted, judge.name)
+    return replies, judgements
