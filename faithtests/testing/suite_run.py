@@ -126,8 +126,11 @@ class SuiteCards:
         """``("--faith-cache", DIR)`` of the shared folder, or nothing without one."""
         return cache_args(self.cache)
 
-    def __call__(self, vlm: str) -> Card:
-        if vlm not in self._cards:
+    def __call__(self, vlm: str, *args: str) -> Card:
+        """The card of ``vlm``'s run, with ``args`` added to its command line (a ``-k`` selection: a twin
+        whose gates sit in one variant runs only that variant's tests)."""
+        key = " ".join((vlm, *args))
+        if key not in self._cards:
             report = self.tmp.mktemp(vlm.replace(":", "_")) / "report"
-            self._cards[vlm] = run_suite(self.root, self.suite, report, vlm, *self.cache_args())
-        return self._cards[vlm]
+            self._cards[key] = run_suite(self.root, self.suite, report, vlm, *args, *self.cache_args())
+        return self._cards[key]

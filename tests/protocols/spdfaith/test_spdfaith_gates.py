@@ -28,6 +28,9 @@ JUDGE = "deterministic-v1"
 DIFFBLIND = "py:faithtests.testing.spd_degraded:diffblind"
 MULTI_DRF = f"subset=multi, judge={JUDGE}"
 LEVELS = ("difficulty=easy", "difficulty=medium", "difficulty=hard")
+#: A twin's run: the gated variant's tests only (SAGE's variants are recorded, never gated; the reference's
+#: full run shows them), which is where every gate of the suite sits.
+GATED_ONLY = ("-k", "base")
 #: Every gate the suite checks on the world's defaults, (metric, slice) -> its paper row (thresholds.toml).
 GATES = {("contradiction_rate", lv) for lv in LEVELS} | {
     ("DS_exist", "subset=multi"), ("false_alarm_rate", "subset=identical"), ("DS_count", None),
@@ -79,7 +82,7 @@ def test_sameprior_twin_fails_the_consistency_gates_only(spd_card: Any) -> None:
     ones (Yes to both questions) and never identifies a difference by both answers, so exactly the
     contradiction gates (every difficulty) and DS_exist fail, in the symmetric test; counting and naming
     pass."""
-    outcomes, results, _ = spd_card("reference:vlm-sameprior")
+    outcomes, results, _ = spd_card("reference:vlm-sameprior", *GATED_ONLY)
     failed = sorted(t for t, o in outcomes.items() if o != "passed")
     assert failed == ["test_symmetric_consistency[world-reference:vlm-sameprior-base]"], outcomes
     verdicts = gate_verdicts(results)
@@ -99,7 +102,7 @@ def test_a_degraded_counter_and_namer_fails_exactly_ds_count_and_drf(spd_card: A
     0.551, clear the multi floor that exists for a constant count: the overall floor catches it);
     contradiction at every difficulty, DS_exist and the false-alarm floor pass, with the reference's
     values."""
-    outcomes, results, _ = spd_card(DIFFBLIND)
+    outcomes, results, _ = spd_card(DIFFBLIND, *GATED_ONLY)
     failed = sorted(t for t, o in outcomes.items() if o != "passed")
     assert [t.split("[")[0] for t in failed] == ["test_difference_count", "test_difference_naming"], outcomes
     assert all(t.endswith("-base]") for t in failed), failed
