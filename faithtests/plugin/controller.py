@@ -96,7 +96,7 @@ class Controller:
             self._run_fields = {
                 "seed": self.opts.seed, "limit": self.opts.limit, "gate": self.opts.gate,
                 "data": {k: {"path": str(v), **dataset_digest(v)} for k, v in sorted(self.opts.data.items())},
-                "thresholds_sha256": thresholds_digest(files),
+                "thresholds_sha256": thresholds_digest(files), "answer_mode": self.opts.answer_mode,
             }
         return self._run_fields
 
@@ -195,6 +195,7 @@ class Controller:
             workers=workers if isinstance(workers, int) else None,
             limit=self.opts.limit,
             data=self.run_fields()["data"],
+            answer_mode=self.run_fields()["answer_mode"],
         ) | shard.fingerprint(self.config) | {"settings": protocol_settings(self.config)}
 
     @pytest.hookimpl(tryfirst=True)

@@ -32,11 +32,12 @@ from typing import Any
 
 import pytest
 
-from faithtests.config import setting
+from faithtests.config import run_config, setting
 from faithtests.models.capabilities import lacks as lacks_of
 from faithtests.models.checks import check_spec
 from faithtests.models.errors import FEATURES, NotApplicable
 from faithtests.models.interfaces import ImageTextScorer, VisionLanguageModel
+from faithtests.models.letters import generated_by
 from faithtests.models.locations import fixtures_root
 from faithtests.models.ray_pool import PooledVLM
 from faithtests.models.registry import load_model
@@ -380,6 +381,9 @@ def _register(config: pytest.Config, m: ModelSpec, model: Any) -> None:
     lacks = {f: why for f in FEATURES if (why := lacks_of(model, f))}
     if lacks:  # found once at its load: the scorecard says so once per model (its tests say n/a)
         info["lacks"] = lacks
+    if m.role == "vlm":  # how its multiple-choice answers are read: a served one may fall back
+        why = generated_by(model, run_config(config).answer_mode)
+        info["answers"] = f"generated letters ({why})" if why else "option scoring"
     register_model_info(config, m.label, info, role=m.role)
     config.stash.setdefault(_REGISTERED, {})[m.label] = model
 

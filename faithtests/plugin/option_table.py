@@ -25,11 +25,12 @@ from faithtests.manifest import data_table, unique_options
 from faithtests.plugin.model_spec import DEFAULT_SCORER, DEFAULT_VLM, OPTION_OF, ModelSpec, Role
 from faithtests.protocols import manifests
 from faithtests.scorecard.baseline import Tolerance
+from faithtests.scorecard.fingerprint import COMPARABLE
 
 GROUP = "faithtests"
 GROUP_HELP = "faithtests: behavioural suites for vision-language models"
 DEFAULT_THRESHOLDS = "suites/thresholds.toml"
-MISMATCH_FIELDS = ("seed", "limit", "gate", "data", "thresholds")  # fingerprint.COMPARABLE
+MISMATCH_FIELDS = COMPARABLE  # the fingerprint fields --faith-allow-mismatch may name
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
 RAY_EXTRA = 'pip install -e ".[ray]"'
 _DEFAULTS_RULE = (f"default: the bundled {DEFAULT_SCORER} and {DEFAULT_VLM}, only when no --faith-model "

@@ -57,8 +57,10 @@ def git_commit(root: Path) -> tuple[str | None, bool | None]:
 _HASHED_SUFFIXES = (".json", ".jsonl", ".csv", ".tsv", ".txt", ".toml", ".yaml", ".yml")
 _HASHED_MAX_BYTES = 256 * 2**20
 
-# fingerprint fields that must agree for two runs' numbers to be comparable (baseline gate, merge)
-COMPARABLE = ("seed", "limit", "gate", "data", "thresholds")
+# fingerprint fields that must agree for two runs' numbers to be comparable (baseline gate, merge):
+# answer_mode too, since a generated letter and option scoring are different measurements (a paper
+# row names its answer mode)
+COMPARABLE = ("seed", "limit", "gate", "data", "thresholds", "answer_mode")
 MERGE_FIELDS = ("model_specs", *COMPARABLE)
 
 
@@ -209,10 +211,12 @@ def build_fingerprint(
     workers: int | None = None,
     limit: int | None = None,
     data: Mapping[str, Mapping[str, Any]] | None = None,
+    answer_mode: str | None = None,
 ) -> dict[str, Any]:
     """Everything needed to reproduce (or distrust) a run. ``models``: label -> info recorded by the
     model fixtures (spec, checkpoint hash, family, ...); ``model_specs``: label -> spec from the options;
-    ``data``: name -> :func:`dataset_digest` (plus its path)."""
+    ``data``: name -> :func:`dataset_digest` (plus its path); ``answer_mode``: --faith-answer-mode (each
+    VLM's own, after the fallback of a model without log-probabilities, is in its ``models`` entry)."""
     commit, dirty = git_commit(root)
     return {
         "packages": package_versions(),
@@ -223,6 +227,7 @@ def build_fingerprint(
         "device": device,
         "dtype": dtype,
         "seed": seed,
+        "answer_mode": answer_mode,
         "gate": gate,
         "tolerance": tolerance,
         "limit": limit,

@@ -72,6 +72,9 @@ def test_parametrised_by_label_and_fingerprinted(
     assert models["llava"]["spec"].startswith("hf:") and models["llava"]["score"] == "caption_mean_logprob"
     assert len(models["llava"]["checkpoint_sha256"]["model.safetensors"]) == 64
     assert models["llava"]["dtype"] == "float32" and models["llava"]["device"] == "cpu"
+    # how its multiple-choice answers are read (issue 45); the run's mode is a comparable field
+    assert models["llava"]["answers"] == "option scoring" and "answers" not in models["oc"]
+    assert card["fingerprint"]["answer_mode"] == "auto"
 
 
 def test_each_model_loaded_once_per_process(

@@ -169,6 +169,21 @@ def test_thresholds_and_gate_mismatch(pytester: pytest.Pytester) -> None:
     assert "--faith-allow-mismatch gate,thresholds to compare anyway" in err
 
 
+def test_answer_mode_mismatch(pytester: pytest.Pytester) -> None:
+    """A baseline of option scoring against a run of generated letters measures another thing (issue 45):
+    refused unless allowed, and the run's mode is in its fingerprint."""
+    _setup(pytester)
+    base = _baseline(pytester)
+    assert _card(base)["fingerprint"]["answer_mode"] == "auto"
+    result = _run(pytester, "--faith-baseline", str(base), "--faith-answer-mode", "generated")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "it differs in answer_mode ('auto' vs 'generated')" in err
+    assert "--faith-allow-mismatch answer_mode to compare anyway" in err
+    assert _run(pytester, "--faith-baseline", str(base), "--faith-answer-mode", "generated",
+                "--faith-allow-mismatch", "answer_mode").ret == 0
+
+
 def test_data_mismatch_names_the_data_set(pytester: pytest.Pytester, tmp_path: Path) -> None:
     _setup(pytester)
     base = _baseline(pytester)
@@ -208,7 +223,7 @@ def test_unknown_allow_mismatch_field(pytester: pytest.Pytester) -> None:
     result = _run(pytester, "--faith-allow-mismatch", "seed,colour")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert ("--faith-allow-mismatch: unknown field(s) colour (fields: seed, limit, gate, data, thresholds, "
-            "or all)") in result.stderr.str()
+            "answer_mode, or all)") in result.stderr.str()
 
 
 # -- item 4: crashed and errored tests count -----------------------------------------------------------

@@ -123,6 +123,25 @@ def test_without_logprobs_the_served_model_answers_by_generated_letters(served: 
     np.testing.assert_array_equal(served_run.logits, local_run.logits)
 
 
+def test_spd_questions_are_answered_by_generation_on_the_served_model(served: str) -> None:
+    """SPD-Faith's Yes / No and count questions on an endpoint without log-probabilities: generated and
+    read by the strict one-word rules, equal to the in-process model's generated answers, naming too."""
+    import faithtests
+    from faithtests.models.letters import generated_by
+    from faithtests.protocols.spdfaith.judge import world_judge
+    from faithtests.protocols.spdfaith.run import run_variant, usable
+    from faithtests.protocols.spdfaith.sources import world_records
+
+    api, local = faithtests.load_model(served), faithtests.load_model("reference:vlm")
+    data = usable(world_records(10, seed=0))  # two of each slot: single easy / medium / hard, multi, same
+    got = run_variant(api, data, "base", world_judge(), generated=generated_by(api, "auto"))
+    want = run_variant(local, data, "base", world_judge(), generated="--faith-answer-mode generated")
+    for field in ("p_yes_same", "p_yes_diff", "count"):
+        np.testing.assert_array_equal(getattr(got, field), getattr(want, field))
+    assert got.replies == want.replies and got.counted.invalid == want.counted.invalid
+    assert got.states_same.shape == (0, 10, 0) and set(got.p_yes_same) <= {0.0, 1.0}
+
+
 def test_the_key_is_never_in_the_fingerprint(served: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import faithtests
 
