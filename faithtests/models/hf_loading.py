@@ -19,6 +19,7 @@ from faithtests.models.media_memo import memoise_media
 from faithtests.models.omni_loading import load_generative
 from faithtests.models.prefix import ForwardRunner
 from faithtests.models.prompting import encode_batch, image_token_id
+from faithtests.models.work import WorkCounter, count_work
 
 
 @dataclass
@@ -31,6 +32,7 @@ class LoadedVLM:
     layers: Any
     runner: ForwardRunner
     device: torch.device
+    work: WorkCounter
 
 
 def load_vlm(path: str, dtype: torch.dtype, device: torch.device, local_files_only: bool,
@@ -52,7 +54,8 @@ def load_vlm(path: str, dtype: torch.dtype, device: torch.device, local_files_on
     if device_map:
         device = model.get_input_embeddings().weight.device
     layers = decoder_layers(model)
-    return LoadedVLM(processor, model, layers, ForwardRunner(model, layers, device, dtype), device)
+    return LoadedVLM(processor, model, layers, ForwardRunner(model, layers, device, dtype), device,
+                     count_work(model))
 
 
 def decoder_layers(model: Any) -> Any:

@@ -28,7 +28,8 @@ class ProcessorMemo:
     """Callable in place of ``processor.<sub-processor>``; every other attribute is the inner one's.
 
     Subclasses define ``__call__`` with :meth:`_held` and :meth:`_store`; ``hits`` and ``misses`` count
-    the inputs served from the store and those computed."""
+    the inputs served from the store and those computed, ``distinct`` the different inputs asked for
+    (fewer than ``misses`` once the budget has evicted some)."""
 
     def __init__(self, inner: Any, memo_bytes: int = MEMO_BYTES) -> None:
         self.__dict__["_inner"] = inner
@@ -39,6 +40,7 @@ class ProcessorMemo:
         self.__dict__["_lock"] = threading.Lock()
         self.__dict__["hits"] = 0
         self.__dict__["misses"] = 0
+        self.__dict__["_seen"] = set()  # every key asked for: the distinct inputs (models.work's floor)
 
     def __getattr__(self, name: str) -> Any:
         inner = self.__dict__.get("_inner")
@@ -52,10 +54,16 @@ class ProcessorMemo:
     def _held(self, keys: list[Any]) -> dict[Any, Any]:
         """The outputs of ``keys`` in the store now: references, so a later eviction cannot take them."""
         with self._lock:
+            self._seen.update(keys)
             held = {k: self._rows[k] for k in keys if k in self._rows}
             for k in held:
                 self._rows.move_to_end(k)
         return held
+
+    @property
+    def distinct(self) -> int:
+        with self._lock:
+            return len(self._seen)
 
     def _count(self, hits: int, misses: int) -> None:
         with self._lock:

@@ -328,6 +328,8 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
         if hasattr(model, "max_requests"):  # a served model: what this run has asked of its endpoint
             register_model_info(item.config, label, {"endpoint": {"requests": model.requests,
                                                                   "bounded_letters": model.bounded}})
+        if hasattr(model, "work"):  # what its forwards computed (models.work), summed over workers
+            register_model_info(item.config, label, {"work": model.work()})
         if hasattr(model, "in_process_calls"):  # a Ray-pooled model: calls that ran in the driver
             register_model_info(item.config, label, {"ray": model.fingerprint()["ray"]})
     store = item.config.stash.get(_STORE, None)

@@ -162,7 +162,7 @@ def describe_mismatch(field: str, a: Mapping[str, Any], b: Mapping[str, Any]) ->
 
 #: Per-model counters each test process keeps for itself; under xdist they are summed over the workers
 #: (a caption two workers both saw counts twice in ``truncated_inputs``: an upper bound, never a loss).
-PROCESS_COUNTERS = ("output_cache", "truncated_inputs", "endpoint")
+PROCESS_COUNTERS = ("output_cache", "truncated_inputs", "endpoint", "work")
 _NOT_SUMMED = {"limit": "keep", "dir": "keep", "longest_tokens": "max"}
 
 

@@ -113,9 +113,14 @@ def test_a_warm_run_loads_no_model(pytester: pytest.Pytester, tiny_dir: Callable
     assert cold.split(",") == ["open_clip", "torchvision", "transformers.models.auto.processing_auto"]
     assert warm == ""
     assert _metrics(cards[1]) == _metrics(cards[0])
-    fingerprints = [{label: {k: v for k, v in info.items() if k != "output_cache"}
+    # what each run computed differs (the warm one computed nothing); the rest describes the models
+    per_run = ("output_cache", "work")
+    fingerprints = [{label: {k: v for k, v in info.items() if k not in per_run}
                      for label, info in c["fingerprint"]["models"].items()} for c in cards]
     assert fingerprints[0] == fingerprints[1]  # the deferred adapters describe the same models
+    work = [c["fingerprint"]["models"]["llava"]["work"] for c in cards]
+    assert work[0]["forwards"] > 0 and work[0]["image_inputs"] > 0
+    assert work[1]["forwards"] == work[1]["image_inputs"] == 0
 
 
 REPEATED = """

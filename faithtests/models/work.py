@@ -1,0 +1,93 @@
+"""Work counters: what a loaded Hugging Face model's forwards computed, counted where they are called.
+
+Timings swing with the machine's load; these counts do not. They say how far a run is from its floor,
+which is each distinct image encoded once and each position computed once. A forward pre-hook on the
+model's top module counts every call: ``generate`` makes one call per decoding step, and the prefix
+cache makes a prefix call and then a suffix call. Counted per call:
+
+* ``forwards``: the calls.
+* ``image_inputs``: image rows handed to the vision tower (``pixel_values``), as the processor makes
+  them. A tiled image counts its tiles (LLaVA-NeXT's 5-D rows count ``B x tiles``); a Qwen-VL style
+  flat patch list counts its ``image_grid_thw`` rows, i.e. its images.
+* ``video_inputs``: clips handed to the vision tower (``pixel_values_videos``: its ``video_grid_thw``
+  rows, else its first dimension).
+* ``audio_inputs``: soundtrack rows handed to the audio tower (``input_features``).
+* ``positions``: the sequence positions the call computed (``input_ids`` or ``inputs_embeds``, each
+  row's new positions; a decoding step computes 1 per row).
+* ``padding``: of those positions, the ones the attention mask marks as padding.
+
+``distinct_images``, ``distinct_videos`` and ``distinct_audio`` come from the processor's memos
+(``image_memo``, ``media_memo``): the different inputs the processor was asked for, by content, each
+tower's floor. One is None where the processor's output cannot be memoised (patch grids, tiles).
+``image_inputs / distinct_images`` is then how often each image went through the tower.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass
+class WorkCounter:
+    """Running totals of one model's forwards (module doc); ``hook`` is the forward pre-hook."""
+
+    forwards: int = 0
+    image_inputs: int = 0
+    video_inputs: int = 0
+    audio_inputs: int = 0
+    positions: int = 0
+    padding: int = 0
+
+    def hook(self, _module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.forwards += 1
+        self.image_inputs += _image_rows(kwargs)
+        videos, grid = kwargs.get("pixel_values_videos"), kwargs.get("video_grid_thw")
+        self.video_inputs += int((grid if grid is not None else videos).shape[0]) if videos is not None else 0
+        features = kwargs.get("input_features")
+        self.audio_inputs += int(features.shape[0]) if features is not None else 0
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        embeds = kwargs.get("inputs_embeds")
+        shape = ids.shape if ids is not None else (embeds.shape[:2] if embeds is not None else None)
+        if shape is None or len(shape) < 2:
+            return
+        rows, new = int(shape[0]), int(shape[1])
+        self.positions += rows * new
+        mask = kwargs.get("attention_mask")
+        if mask is not None and getattr(mask, "ndim", 0) == 2:  # the new positions are the mask's last
+            self.padding += int((mask[:, -new:] == 0).sum())
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def _image_rows(kwargs: dict[str, Any]) -> int:
+    pixels = kwargs.get("pixel_values")
+    if pixels is None:
+        return 0
+    grid = kwargs.get("image_grid_thw")
+    if grid is not None:  # Qwen-VL: flat patches of every image; one grid row per image
+        return int(grid.shape[0])
+    return int(pixels.shape[0] * pixels.shape[1]) if pixels.ndim == 5 else int(pixels.shape[0])
+
+
+def count_work(model: Any) -> WorkCounter:
+    """A :class:`WorkCounter` hooked on ``model`` (its top module: every call passes there)."""
+    counter = WorkCounter()
+    model.register_forward_pre_hook(counter.hook, with_kwargs=True)
+    return counter
+
+
+def distinct_inputs(processor: Any) -> dict[str, int | None]:
+    """The different inputs each of the processor's memos was asked for (module doc); None for a part
+    without a memo, or whose memo some call bypassed."""
+    return {f"distinct_{kind}": _distinct(getattr(processor, attr, None))
+            for kind, attr in (("images", "image_processor"), ("videos", "video_processor"),
+                               ("audio", "feature_extractor"))}
+
+
+def _distinct(memo: Any) -> int | None:
+    distinct = getattr(memo, "distinct", None)
+    if not isinstance(distinct, int) or getattr(memo, "_passthrough", None):
+        return None
+    return distinct
