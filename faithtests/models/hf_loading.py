@@ -19,7 +19,7 @@ from faithtests.models.media_memo import memoise_media
 from faithtests.models.omni_loading import load_generative
 from faithtests.models.prefix import ForwardRunner
 from faithtests.models.prompting import encode_batch, image_token_id
-from faithtests.models.work import WorkCounter, count_work
+from faithtests.models.work import count_work
 
 
 @dataclass
@@ -32,7 +32,6 @@ class LoadedVLM:
     layers: Any
     runner: ForwardRunner
     device: torch.device
-    work: WorkCounter
 
 
 def load_vlm(path: str, dtype: torch.dtype, device: torch.device, local_files_only: bool,
@@ -54,8 +53,8 @@ def load_vlm(path: str, dtype: torch.dtype, device: torch.device, local_files_on
     if device_map:
         device = model.get_input_embeddings().weight.device
     layers = decoder_layers(model)
-    return LoadedVLM(processor, model, layers, ForwardRunner(model, layers, device, dtype), device,
-                     count_work(model))
+    count_work(model)  # what its forwards compute, read by models.work.work_of
+    return LoadedVLM(processor, model, layers, ForwardRunner(model, layers, device, dtype), device)
 
 
 def decoder_layers(model: Any) -> Any:

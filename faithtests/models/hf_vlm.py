@@ -44,7 +44,6 @@ from faithtests.models.store import (
     model_namespace,
 )
 from faithtests.models.truncation import TruncationCounter, hf_lengths, known_limit
-from faithtests.models.work import WorkCounter, distinct_inputs
 from faithtests.progress import call_name, call_share, counted_call
 
 if TYPE_CHECKING:
@@ -65,6 +64,7 @@ class HFVisionLanguageModel:
     fails at its fixture (nothing was stored for it). Safetensors weights only (the thread policy sizes a
     deferred model from their headers).
     """
+    counts_work = True  # its loader hooks models.work's counter on the module (fingerprint: work)
 
     def __init__(
         self,
@@ -448,11 +448,3 @@ class HFVisionLanguageModel:
     def cache_stats(self) -> dict[str, int]:
         r = self.runner if self._heavy is not None else None
         return {k: getattr(r, k, 0) for k in ("prefix_calls", "suffix_calls", "full_calls")}
-
-    def work(self) -> dict[str, int | None]:
-        """What this process's forwards computed (:mod:`.work`); all zero while a warm cache answered."""
-        if self._heavy is None:
-            idle = ("distinct_images", "distinct_videos", "distinct_audio")
-            return {**WorkCounter().as_dict(), **dict.fromkeys(idle, 0)}
-        return {**self._heavy.work.as_dict(), **distinct_inputs(self._heavy.processor)}
-

@@ -84,6 +84,12 @@ def generated_by(vlm: object, mode: str) -> str:
     return f"no option log-probabilities: {why}" if why else ""
 
 
+def answer_mode_of(vlm: object, mode: str) -> str:
+    """How ``vlm`` answers multiple-choice prompts under ``mode``, in words (fingerprint: ``answers``)."""
+    why = generated_by(vlm, mode)
+    return f"generated letters ({why})" if why else "option scoring"
+
+
 @dataclass(frozen=True)
 class LetterChoice:
     """Generated answers to N prompts: ``chosen`` option index per prompt (-1: the reply names none)."""

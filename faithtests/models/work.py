@@ -18,7 +18,8 @@ cache makes a prefix call and then a suffix call. Counted per call:
 
 ``distinct_images``, ``distinct_videos`` and ``distinct_audio`` come from the processor's memos
 (``image_memo``, ``media_memo``): the different inputs the processor was asked for, by content, each
-tower's floor. One is None where the processor's output cannot be memoised (patch grids, tiles).
+tower's floor (plus one image where the adapter's description at load preprocessed a probe image).
+One is None where the processor's output cannot be memoised (patch grids, tiles).
 ``image_inputs / distinct_images`` is then how often each image went through the tower.
 """
 
@@ -26,6 +27,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any
+from weakref import WeakKeyDictionary
+
+#: the counter of each hooked module (a weak key: an unloaded model takes its counter with it)
+_COUNTERS: WeakKeyDictionary[Any, WorkCounter] = WeakKeyDictionary()
+_DISTINCT = ("distinct_images", "distinct_videos", "distinct_audio")
 
 
 @dataclass
@@ -75,7 +81,20 @@ def count_work(model: Any) -> WorkCounter:
     """A :class:`WorkCounter` hooked on ``model`` (its top module: every call passes there)."""
     counter = WorkCounter()
     model.register_forward_pre_hook(counter.hook, with_kwargs=True)
+    _COUNTERS[model] = counter
     return counter
+
+
+def work_of(vlm: Any) -> dict[str, int | None] | None:
+    """What ``vlm``'s forwards computed in this process and the distinct inputs of its processor (module
+    doc); all zero while it is not loaded (a warm run answered from the output cache); None for a
+    model whose forwards are not counted (an adapter that is no HF VLM, a served or pooled one)."""
+    if getattr(vlm, "counts_work", False) is not True:  # a class whose loader calls count_work
+        return None
+    if not vlm.loaded:
+        return {**WorkCounter().as_dict(), **dict.fromkeys(_DISTINCT, 0)}
+    counter = _COUNTERS.get(vlm.model)
+    return None if counter is None else {**counter.as_dict(), **distinct_inputs(vlm.processor)}
 
 
 def distinct_inputs(processor: Any) -> dict[str, int | None]:

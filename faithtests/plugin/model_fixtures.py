@@ -37,7 +37,7 @@ from faithtests.models.capabilities import lacks as lacks_of
 from faithtests.models.checks import check_spec
 from faithtests.models.errors import FEATURES, NotApplicable
 from faithtests.models.interfaces import ImageTextScorer, VisionLanguageModel
-from faithtests.models.letters import generated_by
+from faithtests.models.letters import answer_mode_of
 from faithtests.models.locations import fixtures_root
 from faithtests.models.ray_pool import PooledVLM
 from faithtests.models.registry import load_model
@@ -50,6 +50,7 @@ from faithtests.models.threads import (
     usable_cores,
     xdist_workers,
 )
+from faithtests.models.work import work_of
 from faithtests.plugin import scaleout, usage
 from faithtests.plugin.distribution import group_name, worker_device
 from faithtests.plugin.item_keys import suite_name
@@ -328,8 +329,8 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
         if hasattr(model, "max_requests"):  # a served model: what this run has asked of its endpoint
             register_model_info(item.config, label, {"endpoint": {"requests": model.requests,
                                                                   "bounded_letters": model.bounded}})
-        if hasattr(model, "work"):  # what its forwards computed (models.work), summed over workers
-            register_model_info(item.config, label, {"work": model.work()})
+        if (work := work_of(model)) is not None:  # what its forwards computed, summed over workers
+            register_model_info(item.config, label, {"work": work})
         if hasattr(model, "in_process_calls"):  # a Ray-pooled model: calls that ran in the driver
             register_model_info(item.config, label, {"ray": model.fingerprint()["ray"]})
     store = item.config.stash.get(_STORE, None)
@@ -378,14 +379,12 @@ def thread_info(config: pytest.Config) -> dict[str, Any]:
 
 
 def _register(config: pytest.Config, m: ModelSpec, model: Any) -> None:
-    """Fingerprint of a loaded model, with the thread choice, under its label and in its role."""
+    """A loaded model's fingerprint, threads and (a VLM) answer mode, under its label and in its role."""
     info = {**model.fingerprint(), "label": m.label, "option": m.option, **thread_info(config)}
     lacks = {f: why for f in FEATURES if (why := lacks_of(model, f))}
     if lacks:  # found once at its load: the scorecard says so once per model (its tests say n/a)
         info["lacks"] = lacks
-    if m.role == "vlm":  # how its multiple-choice answers are read: a served one may fall back
-        why = generated_by(model, run_config(config).answer_mode)
-        info["answers"] = f"generated letters ({why})" if why else "option scoring"
+    info |= {"answers": answer_mode_of(model, run_config(config).answer_mode)} if m.role == "vlm" else {}
     register_model_info(config, m.label, info, role=m.role)
     config.stash.setdefault(_REGISTERED, {})[m.label] = model
 

@@ -11,7 +11,7 @@ from PIL import Image
 
 from faithtests.models.interfaces import Prompt
 from faithtests.models.registry import load_model
-from faithtests.models.work import count_work
+from faithtests.models.work import count_work, work_of
 
 
 class _Forward(torch.nn.Module):
@@ -46,9 +46,12 @@ def test_a_shared_image_prefix_encodes_each_image_once() -> None:
     vlm = load_model("reference:vlm")
     images = [_image(0), _image(1)]
     prompts = [Prompt(images=(im,), text=f"Question {q}? Answer A or B.") for im in images for q in range(3)]
-    before = vlm.work()  # type: ignore[attr-defined]
+    before = work_of(vlm)
+    assert before is not None
     vlm.option_logits(prompts, ["A", "B"])  # type: ignore[attr-defined]
-    after = vlm.work()  # type: ignore[attr-defined]
-    done = {k: after[k] - before[k] for k in ("image_inputs", "distinct_images", "forwards")}
+    after = work_of(vlm)
+    assert after is not None
+    counted = ("image_inputs", "distinct_images", "forwards")
+    done = {k: int(after[k] or 0) - int(before[k] or 0) for k in counted}
     assert done["image_inputs"] == 2 and done["distinct_images"] == 2, done
     assert done["forwards"] >= 2 and after["audio_inputs"] == 0
