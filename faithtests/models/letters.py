@@ -84,6 +84,12 @@ def generated_by(vlm: object, mode: str) -> str:
     return f"no option log-probabilities: {why}" if why else ""
 
 
+def states_not_read(why: str) -> str:
+    """The not-applicable reason of a check that needs pre-answer states when the answers are generated
+    (``why``: :func:`generated_by`): generation reads none."""
+    return f"the answers are generated ({why}): no pre-answer states read"
+
+
 def answer_mode_of(vlm: object, mode: str) -> str:
     """How ``vlm`` answers multiple-choice prompts under ``mode``, in words (fingerprint: ``answers``)."""
     why = generated_by(vlm, mode)

@@ -36,7 +36,7 @@ from faithtests.config import record_setting, run_config, setting
 from faithtests.models.capabilities import lacks, require
 from faithtests.models.errors import NotApplicable
 from faithtests.models.interfaces import VisionLanguageModel
-from faithtests.models.letters import generated_by
+from faithtests.models.letters import generated_by, states_not_read
 from faithtests.protocols.imavb import sources
 from faithtests.protocols.imavb.manifest import FRAMES, IMAVB_FRAMES, MANIFEST, parse_frames
 from faithtests.protocols.imavb.pgla import GateProbe, PGLAResult, pgla_cv, pgla_gate, pgla_layer
@@ -150,7 +150,7 @@ class PremiseData:
         """Why the run holds no hidden states ("" when it does): a served model shows none, and
         generated letters (``--faith-answer-mode``) come with none."""
         if self.run.generated:
-            return f"the answers are generated letters ({self.run.generated}): no pre-answer states read"
+            return states_not_read(self.run.generated)
         return lacks(self.vlm, "hidden_states") if self.vlm is not None else ""
 
     def require_states(self) -> None:

@@ -27,7 +27,7 @@ from faithtests.data.sugarcrepe import load_sugarcrepe
 from faithtests.data.winoground import load_winoground
 from faithtests.models.capabilities import lacks
 from faithtests.models.errors import NotApplicable
-from faithtests.models.letters import generated_by
+from faithtests.models.letters import generated_by, states_not_read
 from faithtests.protocols.s3e import sources
 from faithtests.protocols.s3e.roles import build_s3e_records
 from faithtests.protocols.s3e.run import run_forced_choice
@@ -120,8 +120,7 @@ def s3e_data(request: pytest.FixtureRequest, faith_vlm: Any) -> S3EData:
         run = run_forced_choice(faith_vlm, records, lambda r: images[r.item_id](), keep_nonfinite=True,
                                 generated=generated)
         # generated letters come with no states: the white-box half is then not applicable, saying why
-        no_states = (f"the answers are generated letters ({generated}): no pre-answer states read"
-                     if generated else lacks(faith_vlm, "hidden_states"))
+        no_states = states_not_read(generated) if generated else lacks(faith_vlm, "hidden_states")
         cache[faith_vlm.spec] = S3EData(records, images, run.logits, run.states, excluded,
                                         spec=faith_vlm.spec, no_states=no_states, generated=generated)
     return cache[faith_vlm.spec]

@@ -27,7 +27,7 @@ from faithtests.data.invalid import Counted, invalid_rows
 from faithtests.models.capabilities import require
 from faithtests.models.errors import NotApplicable
 from faithtests.models.interfaces import VisionLanguageModel
-from faithtests.models.letters import generated_by
+from faithtests.models.letters import generated_by, states_not_read
 from faithtests.progress import label
 from faithtests.protocols.spdfaith import sources
 from faithtests.protocols.spdfaith.api_judge import load_api_judge
@@ -150,8 +150,7 @@ class SpdData:
         """The residual-stream check is not applicable to a model without states (a served one), nor to
         generated answers (no pre-answer state is read)."""
         if self.generated:
-            raise NotApplicable(self.vlm.spec, "hidden_states",
-                                f"the answers are generated ({self.generated}): no pre-answer states read")
+            raise NotApplicable(self.vlm.spec, "hidden_states", states_not_read(self.generated))
         require(self.vlm, "hidden_states")
 
     def data_invalid(self) -> list[tuple[str, int, int, list[str]]]:

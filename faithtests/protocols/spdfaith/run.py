@@ -222,7 +222,7 @@ def run_variant(
         if variant != "base":
             raise NotApplicable(vlm.spec, "logprobs", f"not read: the answers are generated ({generated}), "
                                 "and SAGE steers option logits and attention")
-        return _generated_answers(vlm, data, judge, generated)
+        return _generated_answers(vlm, data, judge)
     p = plan(vlm, variant, cfg)
     pairs = data.pairs
     counted = Counted()
@@ -246,26 +246,26 @@ def run_variant(
                    counted, judge.name)
 
 
-def _generated_answers(vlm: VisionLanguageModel, data: Usable, judge: Judge, why: str) -> Answers:
+def _generated_answers(vlm: VisionLanguageModel, data: Usable, judge: Judge) -> Answers:
     """``base``'s answers by greedy generation (module docstring): indicator P(Yes) and count rows, no
     states, every unread reply counted with the reply itself as its example."""
     pairs, ids = data.pairs, [r.item_id for r in data.records]
     counted = Counted()
     same = generated_choice(vlm, [same_prompt(a, b) for a, b in pairs], YES_NO, parse=parse_yes_no)
     diff = generated_choice(vlm, [different_prompt(a, b) for a, b in pairs], YES_NO, parse=parse_yes_no)
-    for i in np.flatnonzero(same.unparsed | diff.unparsed):  # one pair counted once, either reply shown
+    no_reply = np.asarray(same.unparsed | diff.unparsed)
+    for i in np.flatnonzero(no_reply):  # one pair counted once, either reply shown
         shown = same.replies[i] if same.unparsed[i] else diff.replies[i]
         counted.reject(NO_YES_NO, f"{ids[i]}: {shown!r:.60}")
     cnt = generated_choice(vlm, [count_prompt(a, b) for a, b in pairs], COUNT_WORDS, parse=parse_count)
     for i in np.flatnonzero(cnt.unparsed):
         counted.reject(NO_COUNT, f"{ids[i]}: {cnt.replies[i]!r:.60}")
-    count = cnt.chosen.copy()
-    replies, judgements = _named(vlm, data, count, counted, judge, _Plan(None, None))
+    replies, judgements = _named(vlm, data, cnt.chosen, counted, judge, _Plan(None, None))
     none = np.zeros((0, len(pairs), 0), dtype=np.float32)  # generated: no layer is read
     return Answers("base", same.indicators()[:, 0].astype(np.float64),
-                   diff.indicators()[:, 0].astype(np.float64), none, none, count,
+                   diff.indicators()[:, 0].astype(np.float64), none, none, cnt.chosen,
                    cnt.indicators().astype(np.float64), replies, judgements, counted,
-                   judge.name, no_reply=np.asarray(same.unparsed | diff.unparsed))
+                   judge.name, no_reply=no_reply)
 
 
 def _named(vlm: VisionLanguageModel, data: Usable, count: NDArray[np.int64], counted: Counted, judge: Judge,
