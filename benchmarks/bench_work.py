@@ -1,8 +1,10 @@
 """The default run's work counters against their floors (issue 47): machine-independent, so one run.
 
 Runs ``pytest suites/`` once (serial, no output cache) and reads each model's ``work`` entry from the
-scorecard's fingerprint (``faithtests.models.work``): the image, video and audio inputs that went
-through the towers, divided by the distinct inputs (the floor: each encoded once). Also the positions
+scorecard's fingerprint (``faithtests.models.work``): the images, clips and soundtracks that went
+through the towers (``*_encoded``) and that the forwards were handed (``*_inputs``), each divided by
+the distinct inputs (the floor: each encoded once; the processor memos count them, plus the probe
+inputs the load's checks preprocessed). Also the positions
 computed and their padding share. Writes ``benchmarks/results/work_default_run.json``::
 
     python benchmarks/bench_work.py [--out FILE] [-- extra pytest args]
@@ -22,16 +24,22 @@ from typing import Any
 from _common import machine_load, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
-TOWERS = (("image_inputs", "distinct_images"), ("video_inputs", "distinct_videos"),
-          ("audio_inputs", "distinct_audio"))
+#: (what went through the tower, what the forwards were handed, the floor)
+TOWERS = (("images_encoded", "image_inputs", "distinct_images"),
+          ("videos_encoded", "video_inputs", "distinct_videos"),
+          ("audio_encoded", "audio_inputs", "distinct_audio"))
 
 
 def ratios(work: dict[str, Any]) -> dict[str, float | None]:
-    """Inputs through each tower per distinct input (1.0 is the floor), and the padding share."""
+    """Inputs through each tower per distinct input (1.0 is the floor; encode_once's memo), the inputs
+    the forwards were handed per distinct input (what the towers would have run without it), and the
+    padding share."""
     out: dict[str, float | None] = {}
-    for inputs, floor in TOWERS:
-        n, base = work.get(inputs, 0), work.get(floor)
-        out[f"{inputs}_per_distinct"] = round(n / base, 3) if n and base else None
+    for encoded, handed, floor in TOWERS:
+        base = work.get(floor)
+        for name in (encoded, handed):
+            n = work.get(name) or 0
+            out[f"{name}_per_distinct"] = round(n / base, 3) if n and base else None
     positions = work.get("positions", 0)
     out["padding_share"] = round(work.get("padding", 0) / positions, 4) if positions else None
     return out

@@ -10,6 +10,7 @@ import torch
 
 from faithtests.models.audio_window import audio_window_s
 from faithtests.models.capabilities import describe_layers, patch_grid_support
+from faithtests.models.encode_once import encode_once
 from faithtests.models.errors import UnsupportedModelError
 from faithtests.models.hooks import register_attention
 from faithtests.models.image_memo import memoise_images
@@ -54,6 +55,7 @@ def load_vlm(path: str, dtype: torch.dtype, device: torch.device, local_files_on
         device = model.get_input_embeddings().weight.device
     layers = decoder_layers(model)
     count_work(model)  # what its forwards compute, read by models.work.work_of
+    encode_once(model)  # each distinct image / clip / soundtrack through its tower once
     return LoadedVLM(processor, model, layers, ForwardRunner(model, layers, device, dtype), device)
 
 

@@ -16,11 +16,16 @@ cache makes a prefix call and then a suffix call. Counted per call:
   row's new positions; a decoding step computes 1 per row).
 * ``padding``: of those positions, the ones the attention mask marks as padding.
 
+``images_encoded``, ``videos_encoded`` and ``audio_encoded`` are the items that went through each
+tower (:mod:`.encode_once`: a distinct input once, while its memo holds it), present for the towers a
+family runs through ``get_*_features``. ``*_inputs`` are what the forwards were handed, most of them
+answered from that memo.
+
 ``distinct_images``, ``distinct_videos`` and ``distinct_audio`` come from the processor's memos
 (``image_memo``, ``media_memo``): the different inputs the processor was asked for, by content, each
 tower's floor (plus one image where the adapter's description at load preprocessed a probe image).
 One is None where the processor's output cannot be memoised (patch grids, tiles).
-``image_inputs / distinct_images`` is then how often each image went through the tower.
+``images_encoded / distinct_images`` is then how often each image went through the tower.
 """
 
 from __future__ import annotations
@@ -94,7 +99,12 @@ def work_of(vlm: Any) -> dict[str, int | None] | None:
     if not vlm.loaded:
         return {**WorkCounter().as_dict(), **dict.fromkeys(_DISTINCT, 0)}
     counter = _COUNTERS.get(vlm.model)
-    return None if counter is None else {**counter.as_dict(), **distinct_inputs(vlm.processor)}
+    if counter is None:
+        return None
+    from faithtests.models.encode_once import memo_of  # local: torch, loaded by now (the plugin imports this)
+
+    memo = memo_of(vlm.model)
+    return {**counter.as_dict(), **(memo.counts() if memo else {}), **distinct_inputs(vlm.processor)}
 
 
 def distinct_inputs(processor: Any) -> dict[str, int | None]:

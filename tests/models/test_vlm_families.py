@@ -370,3 +370,51 @@ def test_a_family_without_chat_template_is_not_applicable(load_tiny: Callable[..
         for call in calls:
             with pytest.raises(NotApplicable, match=r"not applicable: .* lacks a chat template"):
                 call()
+
+
+#: families whose towers encode_once splits: every one the family table builds except where the
+#: family's forward reads its features in a way the memo does not keep (asserted below, with the reason)
+NOT_MEMOISED: dict[str, str] = {
+    "llava_onevision": "batch_num_images",  # per-call image counts beside the pixels
+    "idefics3": "pixel_attention_mask",  # per-tile masks
+    "smolvlm": "pixel_attention_mask",
+    "lfm2_vl": "spatial_shapes",  # per-image masks and shapes of its variable-size patch lists
+    "gemma4": "image_position_ids",
+    "mllama": "has no get_image_features",  # cross-attention: its forward runs the tower itself
+}
+
+
+#: families whose processor pads each image to the batch's largest: the padded rows are the memo's key
+PADDED = {"llava_next": "tiles padded to the batch's most", "mistral3": "pixels padded to the largest image"}
+
+
+def test_each_image_through_the_tower_once_with_the_towers_own_answers(
+        family: str, load_tiny: Callable[..., Any], prompts: list[Prompt]) -> None:
+    """encode_once (issue 47) on every family: the same option logits and greedy answers as the
+    family's own tower methods (within 1e-5: an image encoded alone may differ in its last float32
+    bits from one in a batch), and the two distinct images through the tower twice in all; or, found
+    once at load, the reason the family's calls go whole."""
+    from faithtests.models.encode_once import METHODS, memo_of
+    from faithtests.models.work import work_of
+
+    ours, theirs = load_tiny(family, batch_size=3), load_tiny(family, batch_size=5)
+    theirs.option_logits(prompts[:1], ["A", "B"])  # loaded: now back to the class's own methods
+    for owner in (getattr(theirs.model, "base_model", theirs.model), theirs.model):
+        for name in METHODS.values():
+            owner.__dict__.pop(name, None)
+    a, b = ours.option_logits(prompts, ["A", "B"]), theirs.option_logits(prompts, ["A", "B"])
+    assert (a - b).abs().max() < 1e-5 and torch.equal(a.argmax(-1), b.argmax(-1))
+    assert ours.generate(prompts, 4) == theirs.generate(prompts, 4)
+    memo, work = memo_of(ours.model), work_of(ours)
+    assert memo is not None and work is not None
+    if family in NOT_MEMOISED:
+        assert NOT_MEMOISED[family] in memo.fallback.get("image", "")
+    else:
+        assert memo.fallback == {}, memo.fallback
+        # 2 distinct images (aya_vision: its tiles, each encoded once); where a batch pads its images
+        # (PADDED), an image is encoded once per padding it came with, and reused within it
+        floor = 26 if family == "aya_vision" else 2
+        if family in PADDED:
+            assert memo.encoded["image"] >= floor and memo.reused["image"] >= 1, (memo.encoded, memo.reused)
+        else:
+            assert memo.encoded["image"] == floor, (memo.encoded, memo.reused)
