@@ -18,7 +18,9 @@ timed back to back on the same machine state (wall seconds), in this order:
 Threads are explicit: every child's thread variables are recorded, and the default variants get none
 (the policy decides, as for a new user). What else was running is recorded before and after each run
 (load averages, the busiest processes). The scorecards are compared: ``faithtests compare baseline
-serial --all`` (changed results: 0 expected), and the serial, -n 2 and warm metrics against each other.
+serial --noise-rule`` (issue 47's float-noise rule: same verdicts, each value within 1e-4 relative),
+``faithtests compare baseline serial --all`` (changed results: 0 expected), and the serial, -n 2 and
+warm metrics against each other.
 
     python benchmarks/bench_suite_runs.py --base /tmp/base [--parts baseline,serial,n2,cache,threads]
         [--serial-first] [--select EXPR] [--out benchmarks/results/suite_runs.json]
@@ -125,6 +127,17 @@ def compare_cli(a: Path, b: Path) -> dict[str, Any]:
             "changed_first": changed[:10]}
 
 
+def noise_rule(a: Path, b: Path) -> dict[str, Any]:
+    """``faithtests compare A B --noise-rule`` (faithtests.scorecard.float_noise): is B run A within float
+    noise? Its summary line and the first changes it lists."""
+    cmd = [sys.executable, "-m", "faithtests.cli", "compare", str(a), str(b), "--noise-rule",
+           "--max-flips", "10", "--allow-mismatch", "all"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    lines = done.stdout.strip().splitlines()
+    return {"exit_status": done.returncode, "summary": lines[-1] if lines else done.stderr.strip()[-500:],
+            "changes_first": lines[:-1][:10]}
+
+
 def _kernel(_: int = 0) -> float:
     """A fixed CPU-bound job (pure Python plus one-thread matmuls, like a test process's mix)."""
     import torch
@@ -211,6 +224,7 @@ def main() -> None:
     if "serial" in reports and "baseline" in reports:
         out["ratio_serial_vs_baseline"] = round(out["serial_s"] / out["baseline_s"], 3)
         out["compare_baseline_vs_serial"] = compare_cli(reports["baseline"], reports["serial"])
+        out["noise_rule_baseline_vs_serial"] = noise_rule(reports["baseline"], reports["serial"])
         out["metrics_baseline_vs_serial"] = _differences(metrics(reports["baseline"]),
                                                          metrics(reports["serial"]))
         save(complete=False)
