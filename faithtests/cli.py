@@ -29,6 +29,7 @@ from faithtests.protocols import disabled_protocols, manifests
 from faithtests.scorecard.baseline import Comparison, Tolerance, compare
 from faithtests.scorecard.comparison_text import format_comparison
 from faithtests.scorecard.fingerprint import COMPARABLE, refused_mismatches
+from faithtests.scorecard.float_noise import NoiseReport, within_noise
 from faithtests.scorecard.frames import deltas_frame
 from faithtests.scorecard.glossary import GlossaryError, explain, explain_all, term_for
 from faithtests.scorecard.history import (
@@ -155,6 +156,8 @@ def _mismatch_fields(text: str) -> list[str]:
 def _cmd_compare(args: argparse.Namespace) -> int:
     baseline, current = _read(args.a), _read(args.b)
     _comparable(baseline, current, (args.a, args.b), args.allow_mismatch)
+    if args.noise_rule:
+        return _print_noise(within_noise(baseline, current), args.max_flips)
     gate: GateMode = "ci" if args.regression == "paired" else "point" if args.regression else (
         args.gate or _run_gate(current))
     every = args.all or current.fingerprint.get("regression_all") is True
@@ -173,6 +176,20 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(f"faithtests compare: {len(missing)} baseline result(s) missing from B: exit status 1",
               file=sys.stderr)
     return status
+
+
+def _print_noise(report: NoiseReport, most: int) -> int:
+    """``compare --noise-rule``: every changed verdict, moved value, missing and new result (at most
+    ``most`` of each), then the one-line summary; exit 1 unless B is A within float noise."""
+    for key, a, b in report.verdicts[:most]:
+        print(f"verdict  {' | '.join(key)}: {a} -> {b}")
+    for m in report.moved[:most]:
+        print(f"moved    {' | '.join(m.key)}: {m.before} -> {m.after} (allowed {m.allowed:.3g})")
+    for label, keys in (("missing", report.missing), ("new", report.new)):
+        for key in keys[:most]:
+            print(f"{label:<8} {' | '.join(key)}")
+    print(report.summary())
+    return 0 if report.ok else 1
 
 
 def _write_html(
@@ -365,6 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", metavar="PATH", default=None,
                    help="also write one row per metric (pandas-ready) to PATH; '-': only the CSV, on stdout")
     p.add_argument("--changed-only", action="store_true", help="hide unchanged metrics")
+    p.add_argument("--noise-rule", action="store_true",
+                   help="is B run A within float noise? Same verdicts, same results, each value within "
+                        "1e-4 relative (one item for ratios of counts); exit 1 if not "
+                        "(faithtests.scorecard.float_noise)")
     p.add_argument("--all", action="store_true",
                    help="compare and gate every metric (default: only metrics with a threshold check)")
     p.add_argument(
