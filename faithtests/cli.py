@@ -179,16 +179,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _print_noise(report: NoiseReport, most: int) -> int:
-    """``compare --noise-rule``: every changed verdict, moved value, missing and new result (at most
-    ``most`` of each), then the one-line summary; exit 1 unless B is A within float noise."""
-    for key, a, b in report.verdicts[:most]:
-        print(f"verdict  {' | '.join(key)}: {a} -> {b}")
-    for m in report.moved[:most]:
-        print(f"moved    {' | '.join(m.key)}: {m.before} -> {m.after} (allowed {m.allowed:.3g})")
-    for label, keys in (("missing", report.missing), ("new", report.new)):
-        for key in keys[:most]:
-            print(f"{label:<8} {' | '.join(key)}")
-    print(report.summary())
+    """``compare --noise-rule``: the report (:meth:`NoiseReport.lines`); exit 1 unless B is A within noise."""
+    print("\n".join(report.lines(most)))
     return 0 if report.ok else 1
 
 

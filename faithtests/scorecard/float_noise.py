@@ -58,6 +58,16 @@ class NoiseReport:
     def ok(self) -> bool:
         return not (self.verdicts or self.moved or self.missing or self.new)
 
+    def lines(self, most: int) -> list[str]:
+        """Every changed verdict, moved value, missing and new result (at most ``most`` of each), then
+        :meth:`summary`."""
+        out = [f"verdict  {' | '.join(k)}: {a} -> {b}" for k, a, b in self.verdicts[:most]]
+        out += [f"moved    {' | '.join(m.key)}: {m.before} -> {m.after} (allowed {m.allowed:.3g})"
+                for m in self.moved[:most]]
+        for label, keys in (("missing", self.missing), ("new", self.new)):
+            out += [f"{label:<8} {' | '.join(k)}" for k in keys[:most]]
+        return [*out, self.summary()]
+
     def summary(self) -> str:
         return (f"noise rule: {self.compared} result(s) compared, {self.identical} identical; "
                 f"{len(self.verdicts)} verdict(s) changed, {len(self.moved)} value(s) beyond noise "
