@@ -134,8 +134,10 @@ def test_threads_one_declaration_two_uses(tmp_path: Path) -> None:
     from faithtests.plugin.scaleout import ray_threads
 
     unset = _config(tmp_path, {}, {"faith_threads": ""})
-    assert setting(unset, option_table.THREADS) is None and ray_threads(unset) == 1
-    assert ray_threads(_config(tmp_path, {"faith_threads": 3}, {"faith_threads": ""})) == 3
+    assert setting(unset, option_table.THREADS) is None
+    assert ray_threads(setting(unset, option_table.THREADS)) == 1
+    three = _config(tmp_path, {"faith_threads": 3}, {"faith_threads": ""})
+    assert ray_threads(setting(three, option_table.THREADS)) == 3
     assert setting(_config(tmp_path, {}, {"faith_threads": "4"}), option_table.THREADS) == 4
     with pytest.raises(pytest.UsageError, match=r"^ini faith_threads: 'x' is not a whole number$"):
         setting(_config(tmp_path, {}, {"faith_threads": "x"}), option_table.THREADS)
@@ -152,3 +154,28 @@ def test_answer_mode_from_the_command_line_or_the_ini_file(tmp_path: Path) -> No
     with pytest.raises(pytest.UsageError, match=r"^ini faith_answer_mode: 'sampled' is not one of auto, "
                                                 r"generated$"):
         setting(_config(tmp_path, {}, {"faith_answer_mode": "sampled"}), mode)
+
+
+def setting_calls(path: Path, root: Path = ROOT) -> list[tuple[str, int]]:
+    """(file, line) of every call of ``setting(`` / ``setting_source(`` in ``path``."""
+    tree = ast.parse(path.read_text())
+    return [(path.relative_to(root).as_posix(), n.lineno) for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and getattr(n.func, "id", "") in ("setting", "setting_source")]
+
+
+def test_the_plugins_own_options_are_read_once_into_faith_options() -> None:
+    """Issue 48: ``FaithOptions`` is the plugin's one typed read. Every other plugin module reads it
+    (``get_options``), never an option again; a protocol's fixtures read their protocol's options."""
+    calls = [c for p in sorted((ROOT / "faithtests" / "plugin").rglob("*.py")) for c in setting_calls(p)]
+    stray = [f"{f}:{line}" for f, line in calls if f != "faithtests/plugin/options.py"]
+    assert not stray, "plugin options read outside plugin.options.parse_options:\n" + "\n".join(stray)
+    assert calls  # the one read is where it says
+
+
+def test_every_plugin_option_lands_in_faith_options() -> None:
+    """Each option of the plugin's table is read by ``parse_options`` (a new one cannot be forgotten)."""
+    source = (ROOT / "faithtests" / "plugin" / "options.py").read_text()
+    read = {n.attr for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Name) and n.value.id == "o"}
+    declared = {name for name, value in vars(option_table).items() if isinstance(value, Option)}
+    assert declared - read == set(), f"options no FaithOptions field reads: {sorted(declared - read)}"

@@ -16,14 +16,13 @@ from typing import Any
 
 import pytest
 
-from faithtests.config import foreign_option, setting
+from faithtests.config import foreign_option
 from faithtests.config import settings as protocol_settings
 from faithtests.manifest import glossary_terms
 from faithtests.plugin import shard
 from faithtests.plugin.item_keys import wants_record
 from faithtests.plugin.lifecycle import ReportLock, missing_message
-from faithtests.plugin.option_table import DEVICE, DTYPE
-from faithtests.plugin.options import FAITH_THRESHOLDS, FaithOptions
+from faithtests.plugin.options import FAITH_THRESHOLDS, FaithOptions, get_options
 from faithtests.protocols import manifests
 from faithtests.scorecard.baseline import Comparison, compare
 from faithtests.scorecard.fingerprint import (
@@ -185,8 +184,8 @@ class Controller:
             end=now_iso(),
             argv=list(self.config.invocation_params.args),
             seed=self.opts.seed,
-            device=setting(self.config, DEVICE),
-            dtype=setting(self.config, DTYPE),
+            device=get_options(self.config).device,
+            dtype=get_options(self.config).dtype,
             model_specs=self.opts.model_specs(),
             models=models,
             gate=self.opts.gate,

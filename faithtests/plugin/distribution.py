@@ -29,9 +29,8 @@ from typing import Any
 
 import pytest
 
-from faithtests.config import setting
 from faithtests.models.locations import weight_bytes
-from faithtests.plugin.option_table import SHARD
+from faithtests.plugin.options import get_options
 
 #: Models whose weight files are smaller than this may load on several workers (see module doc):
 #: the reference models (a few MB) load in well under a second, a 2B model in float32 (~9 GB) does not.
@@ -85,7 +84,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput") or getattr(config.option, "dist", None) != "loadgroup" or cache is None:
         return
     # a shard's record would change the split of the shards that start after it (see .shard)
-    if not setting(config, SHARD):
+    if not get_options(config).shard:
         config.pluginmanager.register(GroupClock(cache), "faithtests-group-clock")
     if cache.get(GROUP_SECONDS_KEY, None):
         config.option.loadscopereorder = False

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from faithtests.config import run_config, setting
+from faithtests.config import run_config
 from faithtests.models.capabilities import lacks as lacks_of
 from faithtests.models.checks import check_spec
 from faithtests.models.errors import FEATURES, NotApplicable
@@ -55,17 +55,6 @@ from faithtests.plugin import scaleout, usage
 from faithtests.plugin.distribution import group_name, worker_device
 from faithtests.plugin.item_keys import suite_name
 from faithtests.plugin.model_spec import DEFAULT_OMNI
-from faithtests.plugin.option_table import (
-    API_CONCURRENCY,
-    API_MAX_REQUESTS,
-    API_TIMEOUT,
-    BATCH_SIZE,
-    CACHE,
-    DEVICE,
-    DTYPE,
-    NO_VLM_SCORER,
-    THREADS,
-)
 from faithtests.plugin.options import (
     DEFAULT_SCORER,
     DEFAULT_VLM,
@@ -97,8 +86,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # usage errors now, before any model loads: a device this machine lacks (else every test skipped),
     # a batch size below 1, a threshold family no adapter declares, a baseline of other models
     # (--collect-only loads nothing: listing a GPU run's tests, e.g. to plan shards, works on any machine)
-    usage.check_device(setting(config, DEVICE), present=not config.option.collectonly)
-    usage.check_batch_size(setting(config, BATCH_SIZE))
+    opts = get_options(config)
+    usage.check_device(opts.device, present=not config.option.collectonly)
+    usage.check_batch_size(opts.batch_size)
     specs = [*scorer_specs(config), *vlm_specs(config)]
     if FAITH_THRESHOLDS in config.stash:
         usage.check_families(config.stash[FAITH_THRESHOLDS], specs)
@@ -150,7 +140,7 @@ def scorer_specs(config: pytest.Config) -> list[ModelSpec]:
     scorer (its caption log-likelihood), defaults included only when the run
     names no model."""
     out = list(model_specs(config, "scorer"))
-    if setting(config, NO_VLM_SCORER):
+    if get_options(config).no_vlm_scorer:
         return out
     taken = {m.label for m in out}
     return out + [m.as_scorer() for m in model_specs(config, "vlm") if m.label not in taken]
@@ -190,7 +180,7 @@ def default_omni(metafunc: pytest.Metafunc) -> list[ModelSpec]:
 
 
 def _explicit_cuda(config: pytest.Config) -> bool:
-    return str(setting(config, DEVICE)).startswith("cuda")
+    return get_options(config).device.startswith("cuda")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -233,7 +223,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def resolved_device(config: pytest.Config) -> str:
     import torch  # lazy: torch
 
-    device = str(setting(config, DEVICE))
+    device = get_options(config).device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     count = torch.cuda.device_count() if device.startswith("cuda") else 0
@@ -250,8 +240,7 @@ def loading(spec: str, **options: Any) -> Any:
 def load_cached(config: pytest.Config, spec: str) -> Any:
     """Load ``spec`` with the session's device/dtype/batch size, once per process."""
     device = resolved_device(config)
-    dtype = str(setting(config, DTYPE))
-    batch = int(setting(config, BATCH_SIZE))
+    dtype, batch = get_options(config).dtype, get_options(config).batch_size
     if batch < 1:
         raise pytest.UsageError(f"--faith-batch-size must be >= 1, got {batch}")
     cache = config.stash.setdefault(_LOADED, {})
@@ -265,7 +254,7 @@ def load_cached(config: pytest.Config, spec: str) -> Any:
                 _set_threads(config, model)
                 return model
 
-            raw_device = str(setting(config, DEVICE))
+            raw_device = get_options(config).device
             cache[key] = scaleout.start_pool(config, spec, raw_device, dtype, batch, local)
             return cache[key]
         store = output_store(config)
@@ -281,14 +270,14 @@ def load_cached(config: pytest.Config, spec: str) -> Any:
 def _configure_endpoint(config: pytest.Config, model: Any) -> None:
     """A served model (``openai:``) gets the run's ``--faith-api-*`` settings."""
     if hasattr(model, "configure") and hasattr(model, "max_requests"):
-        model.configure(concurrency=setting(config, API_CONCURRENCY), timeout_s=setting(config, API_TIMEOUT),
-                        max_requests=setting(config, API_MAX_REQUESTS))
+        api = get_options(config).api
+        model.configure(concurrency=api.concurrency, timeout_s=api.timeout_s, max_requests=api.max_requests)
 
 
 def cache_dir(config: pytest.Config) -> str | None:
     """``--faith-cache``, else the ini ``faith_cache`` (relative to the ini file's folder, like every ini
     path), else None (off)."""
-    where = setting(config, CACHE)
+    where = get_options(config).cache
     return None if where is None else str(where)
 
 
@@ -351,7 +340,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def requested_threads(config: pytest.Config) -> int | None:
     """``--faith-threads``, else the ini ``faith_threads``, else None (the policy decides)."""
-    threads: int | None = setting(config, THREADS)
+    threads = get_options(config).threads
     return threads
 
 

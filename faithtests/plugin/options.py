@@ -4,7 +4,9 @@ The options are declared in :mod:`.option_table` and read with :func:`faithtests
 (command line > ini > default; paths on the command line relative to the invocation directory, paths in
 the ini file relative to its folder). The plugin stores the result in ``config.stash[FAITH_OPTIONS]``;
 fixtures elsewhere (model fixtures, data loaders) read it with :func:`get_options`; protocol fixtures
-read the :class:`~faithtests.config.RunConfig` built from it (:func:`run_config_of`).
+read the :class:`~faithtests.config.RunConfig` built from it (:func:`run_config_of`). No other plugin
+module reads an option (``tests/test_options_declared_once.py``); a protocol's fixtures read the
+options its manifest declares.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any, Literal, cast
 
 import pytest
 
-from faithtests.config import RunConfig, Source, setting, setting_source
+from faithtests.config import Option, RunConfig, Source, setting, setting_source
 from faithtests.data.names import DataNameError, resolve_path
 from faithtests.plugin import option_table as o
 from faithtests.plugin.model_spec import DEFAULT_SCORER, DEFAULT_VLM, ModelSpec, Role
@@ -32,6 +34,15 @@ __all__ = ["DEFAULT_SCORER", "DEFAULT_THRESHOLDS", "DEFAULT_VLM", "FAITH_DECLARE
 DEFAULT_THRESHOLDS = o.DEFAULT_THRESHOLDS
 MISMATCH_FIELDS = o.MISMATCH_FIELDS
 RegressionTest = Literal["paired", "point"]
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """``--faith-api-*``: what an ``openai:`` model is configured with after it loads."""
+
+    concurrency: int | None = None
+    timeout_s: float | None = None
+    max_requests: int | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,17 @@ class FaithOptions:
     answer_mode: str = "auto"  # --faith-answer-mode
     run_name: str = ""  # --faith-run-name, or the default (the model labels): the scorecard's run name
     step: int | None = None  # --faith-step: the checkpoint's training step
+    device: str = "auto"  # --faith-device: auto, cpu, cuda or cuda:N
+    dtype: str = "float32"  # --faith-dtype
+    batch_size: int = 16  # --faith-batch-size
+    threads: int | None = None  # --faith-threads / ini faith_threads (None: the thread policy decides)
+    no_vlm_scorer: bool = False  # --faith-no-vlm-scorer
+    shard: str | None = None  # --faith-shard K/N, as given
+    no_progress: bool = False  # --faith-no-progress
+    api: ApiSettings = field(default_factory=ApiSettings)  # --faith-api-*
+    #: --faith-ray, --faith-ray-actors, --faith-ray-gpus, --faith-device-map: (text, where it was set), as
+    #: given (faithtests.plugin.scaleout checks them and names where a bad one came from)
+    scale: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def regression_gate(self) -> GateMode:
@@ -142,7 +164,19 @@ def parse_options(config: pytest.Config) -> FaithOptions:
         force_update_baseline=setting(config, o.FORCE_UPDATE_BASELINE), report_named=where.cli,
         run_name=run_name, step=step,
         cache=setting(config, o.CACHE), answer_mode=setting(config, o.ANSWER_MODE),
+        device=str(setting(config, o.DEVICE)), dtype=str(setting(config, o.DTYPE)),
+        batch_size=int(setting(config, o.BATCH_SIZE)), threads=setting(config, o.THREADS),
+        no_vlm_scorer=bool(setting(config, o.NO_VLM_SCORER)), shard=setting(config, o.SHARD) or None,
+        no_progress=bool(setting(config, o.NO_PROGRESS)),
+        api=ApiSettings(setting(config, o.API_CONCURRENCY), setting(config, o.API_TIMEOUT),
+                        setting(config, o.API_MAX_REQUESTS)),
+        scale={opt.name: _as_given(config, opt) for opt in (o.RAY, o.RAY_ACTORS, o.RAY_GPUS, o.DEVICE_MAP)},
     )
+
+
+def _as_given(config: pytest.Config, option: Option) -> tuple[str, str]:
+    text, source = setting_source(config, option)
+    return str(text or ""), source.label
 
 
 def run_config_of(opts: FaithOptions) -> RunConfig:

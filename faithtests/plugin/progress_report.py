@@ -39,10 +39,9 @@ from typing import IO, Any, Protocol
 
 import pytest
 
-from faithtests.config import setting
 from faithtests.plugin.distribution import group_of, model_stage
 from faithtests.plugin.model_spec import ModelSpec
-from faithtests.plugin.option_table import NO_PROGRESS
+from faithtests.plugin.options import get_options
 from faithtests.progress import ProgressEvent, RunProgress, Sink, fit_line, set_sink
 
 PREFIX = "[faith]"
@@ -171,7 +170,7 @@ def run_group(item: pytest.Item) -> str | None:
 
 
 def _wanted(config: pytest.Config) -> bool:
-    return not setting(config, NO_PROGRESS) and config.get_verbosity() >= -1  # on with -q, off with -qq
+    return not get_options(config).no_progress and config.get_verbosity() >= -1  # on with -q, off with -qq
 
 
 @pytest.hookimpl(trylast=True)  # after the terminal reporter is registered

@@ -24,17 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from faithtests.config import Option, foreign_option, setting, setting_source
+from faithtests.config import Option, foreign_option
 from faithtests.plugin.option_table import (
-    CACHE,
     DEVICE_MAP,
     DEVICE_MAPS,
     RAY,
     RAY_ACTORS,
     RAY_EXTRA,
     RAY_GPUS,
-    THREADS,
 )
+from faithtests.plugin.options import get_options
 
 if TYPE_CHECKING:
     from faithtests.models.ray_actors import RaySettings
@@ -56,9 +55,8 @@ def _importable(name: str) -> bool:
 
 
 def _value(config: pytest.Config, option: Option) -> tuple[str, str]:
-    """(text, where it came from for messages: ``--faith-x`` or ``ini faith_x``)."""
-    text, source = setting_source(config, option)
-    return text, source.label
+    """(text, where it came from for messages: ``--faith-x`` or ``ini faith_x``), as parsed once."""
+    return get_options(config).scale[option.name]
 
 
 def _number(text: str, where: str, minimum: float, kind: type) -> Any:
@@ -90,7 +88,7 @@ def _parse(config: pytest.Config, address: str, where: str) -> RaySettings:
                                 "put test paths before --faith-ray)")
     if not _importable("ray"):
         raise pytest.UsageError(f"{where} needs ray, which is not installed: {RAY_EXTRA}")
-    if setting(config, CACHE) is not None:
+    if get_options(config).cache is not None:
         raise pytest.UsageError(f"{where} cannot be combined with --faith-cache / ini faith_cache: pooled "
                                 "models keep their caches in the driver's memory only")
     if int(foreign_option(config, "numprocesses", 0) or 0) > 0:
@@ -103,14 +101,13 @@ def _parse(config: pytest.Config, address: str, where: str) -> RaySettings:
         address=address,
         actors=_number(actors_text or "2", actors_where, 1, int),
         gpus_per_actor=_number(gpus_text or "0", gpus_where, 0, float),
-        threads=ray_threads(config),
+        threads=ray_threads(get_options(config).threads),
     )
 
 
-def ray_threads(config: pytest.Config) -> int:
-    """Torch threads of each Ray actor: ``--faith-threads``, else 1 (an actor has no thread policy of its
-    own; in the driver, an unset ``--faith-threads`` leaves the choice to the policy)."""
-    threads: int | None = setting(config, THREADS)
+def ray_threads(threads: int | None) -> int:
+    """Torch threads of each Ray actor: ``--faith-threads`` (``threads``), else 1 (an actor has no thread
+    policy of its own; in the driver, an unset ``--faith-threads`` leaves the choice to the policy)."""
     return threads or 1
 
 

@@ -27,10 +27,9 @@ from typing import Any, Protocol, TypeVar
 
 import pytest
 
-from faithtests.config import setting
 from faithtests.plugin.distribution import GROUP_SECONDS_KEY
 from faithtests.plugin.item_keys import record_test_id
-from faithtests.plugin.option_table import SHARD, UPDATE_BASELINE
+from faithtests.plugin.options import get_options
 from faithtests.scorecard.model import test_key
 
 _SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
@@ -97,12 +96,13 @@ class ShardPlan:
 FAITH_SHARD = pytest.StashKey[ShardPlan]()
 
 
+@pytest.hookimpl(trylast=True)  # after faithtests.plugin.pytest_hooks has parsed the options
 def pytest_configure(config: pytest.Config) -> None:
-    text = setting(config, SHARD)
+    text = get_options(config).shard
     if not text:
         return
     k, n = parse_shard(text)
-    if setting(config, UPDATE_BASELINE):
+    if get_options(config).update_baseline:
         raise pytest.UsageError(
             f"--faith-shard {k}/{n} with --faith-update-baseline would write one shard's results as the "
             "baseline: run the shards, `faithtests merge` them, and use the merged scorecard.json")
