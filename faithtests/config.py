@@ -109,6 +109,13 @@ class RunConfig:
     seed: int = 0  # --faith-seed: item sampling and bootstrap
     cache: Path | None = None  # --faith-cache: persistent outputs (and generated data) of this run
     answer_mode: str = "auto"  # --faith-answer-mode: how models answer multiple-choice prompts
+    #: each protocol's own options (its manifest's), option name -> parsed value, read once with the
+    #: plugin's: a protocol's fixtures read them here (:meth:`option`), never from the command line
+    protocol: Mapping[str, Any] = field(default_factory=dict)
+
+    def option(self, option: Option) -> Any:
+        """The parsed value of a protocol's ``option`` in this run."""
+        return self.protocol[option.name]
 
     def capped(self, n: int) -> int:
         """``n`` items, or fewer under ``--faith-limit``."""

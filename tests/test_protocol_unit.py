@@ -39,14 +39,15 @@ MANIFEST = Manifest(
 FIXTURES = '''
 import pytest
 
-from faithtests.config import run_config, setting
+from faithtests.config import run_config
 from tinyproto.manifest import LEVEL
 
 _LEVEL = pytest.StashKey[float]()
 
 
+@pytest.hookimpl(trylast=True)  # after the plugin read every option once (a bad value: a usage error)
 def pytest_configure(config):
-    config.stash[_LEVEL] = setting(config, LEVEL)  # a bad value is a usage error before any test runs
+    config.stash[_LEVEL] = run_config(config).option(LEVEL)
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from faithtests.config import Option, RunConfig, Source, setting, setting_source
 from faithtests.data.names import DataNameError, resolve_path
 from faithtests.plugin import option_table as o
 from faithtests.plugin.model_spec import DEFAULT_SCORER, DEFAULT_VLM, ModelSpec, Role
+from faithtests.protocols import manifests
 from faithtests.scorecard.baseline import Tolerance
 from faithtests.scorecard.history_run import DEFAULT_ROOT, default_report_dir, default_run_name
 from faithtests.scorecard.model import GateMode
@@ -83,6 +84,7 @@ class FaithOptions:
     #: --faith-ray, --faith-ray-actors, --faith-ray-gpus, --faith-device-map: (text, where it was set), as
     #: given (faithtests.plugin.scaleout checks them and names where a bad one came from)
     scale: dict[str, tuple[str, str]] = field(default_factory=dict)
+    protocol: dict[str, Any] = field(default_factory=dict)  # each manifest's options: name -> value
 
     @property
     def regression_gate(self) -> GateMode:
@@ -171,6 +173,7 @@ def parse_options(config: pytest.Config) -> FaithOptions:
         api=ApiSettings(setting(config, o.API_CONCURRENCY), setting(config, o.API_TIMEOUT),
                         setting(config, o.API_MAX_REQUESTS)),
         scale={opt.name: _as_given(config, opt) for opt in (o.RAY, o.RAY_ACTORS, o.RAY_GPUS, o.DEVICE_MAP)},
+        protocol={opt.name: setting(config, opt) for m in manifests() for opt in m.options},
     )
 
 
@@ -182,4 +185,4 @@ def _as_given(config: pytest.Config, option: Option) -> tuple[str, str]:
 def run_config_of(opts: FaithOptions) -> RunConfig:
     """What protocol fixtures may know about the run, from the parsed options (built once)."""
     return RunConfig(data=dict(opts.data), limit=opts.limit, seed=opts.seed, cache=opts.cache,
-                     answer_mode=opts.answer_mode)
+                     answer_mode=opts.answer_mode, protocol=dict(opts.protocol))

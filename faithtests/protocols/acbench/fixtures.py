@@ -28,7 +28,7 @@ from typing import Any, Final
 import numpy as np
 import pytest
 
-from faithtests.config import run_config, setting
+from faithtests.config import run_config
 from faithtests.data.invalid import Counted, invalid_rows
 from faithtests.models.interfaces import Hooks, VisionLanguageModel
 from faithtests.protocols.acbench import sources
@@ -79,8 +79,9 @@ _RECORDS = pytest.StashKey[dict[str, Any]]()
 _WINDOW = pytest.StashKey["tuple[int, int] | None"]()
 
 
+@pytest.hookimpl(trylast=True)  # after the plugin has read the options (faithtests.plugin.options)
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[_WINDOW] = setting(config, CECS_WINDOW)
+    config.stash[_WINDOW] = run_config(config).option(CECS_WINDOW)
 
 
 def acbench_datasets(config: pytest.Config) -> list[str]:

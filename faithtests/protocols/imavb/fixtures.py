@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import pytest
 
-from faithtests.config import record_setting, run_config, setting
+from faithtests.config import record_setting, run_config
 from faithtests.models.capabilities import lacks, require
 from faithtests.models.errors import NotApplicable
 from faithtests.models.interfaces import VisionLanguageModel
@@ -80,8 +80,9 @@ _FRAMES = pytest.StashKey[int]()
 __all__ = ["IMAVB_FRAMES", "PREMISE_BOOTSTRAP", "PREMISE_VARIANTS", "PremiseData", "parse_frames"]
 
 
+@pytest.hookimpl(trylast=True)  # after the plugin has read the options (faithtests.plugin.options)
 def pytest_configure(config: pytest.Config) -> None:
-    frames: int = setting(config, FRAMES)
+    frames: int = run_config(config).option(FRAMES)
     config.stash[_FRAMES] = frames
     # a setting that changes what IMAVB measures: recorded in the scorecard's fingerprint
     record_setting(config, "imavb_frames", frames)

@@ -22,7 +22,7 @@ from typing import Any, cast
 import numpy as np
 import pytest
 
-from faithtests.config import run_config, setting
+from faithtests.config import run_config
 from faithtests.protocols.lgip.manifest import (
     BIN_SCHEME_CHOICES,
     BINS,
@@ -52,8 +52,9 @@ _UNRELATED = pytest.StashKey[dict[tuple[str, str], "Unrelated"]]()
 _SETTINGS = pytest.StashKey[dict[str, str]]()
 
 
+@pytest.hookimpl(trylast=True)  # after the plugin has read the options (faithtests.plugin.options)
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[_SETTINGS] = {o.name: setting(config, o) for o in (BINS, PARAPHRASE_LABELS)}
+    config.stash[_SETTINGS] = {o.name: run_config(config).option(o) for o in (BINS, PARAPHRASE_LABELS)}
 
 
 @pytest.fixture(scope="session")

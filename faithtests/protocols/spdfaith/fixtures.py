@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import pytest
 
-from faithtests.config import run_config, setting
+from faithtests.config import run_config
 from faithtests.data.invalid import Counted, invalid_rows
 from faithtests.models.capabilities import require
 from faithtests.models.errors import NotApplicable
@@ -109,9 +109,11 @@ def _sage_value(key: str, raw: str) -> Any:
     return int(raw) if key in _SAGE_INT else float(raw)
 
 
+@pytest.hookimpl(trylast=True)  # after the plugin has read the options (faithtests.plugin.options)
 def pytest_configure(config: pytest.Config) -> None:
-    spec = setting(config, JUDGE)
-    config.stash[_SETTINGS] = (load_judge(spec) if spec else None, parse_sage(setting(config, SAGE)))
+    run = run_config(config)
+    spec = run.option(JUDGE)
+    config.stash[_SETTINGS] = (load_judge(spec) if spec else None, parse_sage(run.option(SAGE)))
 
 
 def spdfaith_datasets(config: pytest.Config) -> list[str]:
