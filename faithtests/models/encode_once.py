@@ -47,7 +47,7 @@ import torch
 #: The most bytes of features one model's memo keeps (least recently used dropped first). A LLaVA-1.5
 #: image is 576 x 4096 fp16 = 4.7 MB, so about 200 images; the reference models' are ~18 KB.
 BUDGET_BYTES = 1 << 30
-#: modality -> the method the model runs its tower through, and the work counter it feeds
+#: modality -> the method a transformers 5 model runs that tower through (forward and generate alike)
 METHODS = {"image": "get_image_features", "video": "get_video_features", "audio": "get_audio_features"}
 #: modality -> (pixel argument, grid argument) of the flat-patch ("grid") layout
 GRID = {"image": ("pixel_values", "image_grid_thw"), "video": ("pixel_values_videos", "video_grid_thw")}
