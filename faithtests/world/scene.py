@@ -112,9 +112,6 @@ class Scene:
     def objects_at(self, position: str) -> tuple[WorldObject, ...]:
         return tuple(o for o in self.objects if o.position == position)
 
-    def free_positions(self) -> tuple[str, ...]:
-        return tuple(p for p in POSITIONS if not self.objects_at(p))
-
     def free_quadrants(self, position: str) -> tuple[int, ...]:
         col, row = SLOT_CELL[position]
         used = {((o.cx - col * CELL) // QUADRANT) + 2 * ((o.cy - row * CELL) // QUADRANT)

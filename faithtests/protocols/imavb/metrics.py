@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -198,14 +198,6 @@ def per_order_accuracy(correct_by_order: ArrayLike, mask: ArrayLike) -> FloatArr
 
 def split_mask(splits: Sequence[str], name: str) -> NDArray[np.bool_]:
     return np.array([s == name for s in splits], dtype=np.bool_)
-
-
-def counts_by_kind(*parts: Mapping[str, int]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for p in parts:
-        for k, v in p.items():
-            out[k] = out.get(k, 0) + int(v)
-    return out
 
 
 @dataclass(frozen=True)

@@ -310,9 +310,6 @@ class PGLAResult:
     pareto: dict[float, ParetoRow]  # budget pp -> row
     tune_test_gap: float  # mean over folds of tuned Bal (tuning folds) − held-out Bal
 
-    def config_of_row(self) -> dict[int, PGLAConfig]:
-        return {int(r): self.configs[int(f)] for r, f in zip(self.eval_rows, self.fold_of, strict=True)}
-
     def adjusted(self, logits: ArrayLike) -> FloatArray:
         """Eqs. 5–6 with each eval row's held-out configuration on ``logits`` [n_eval, ..., 6] (the
         evaluation rows' logits, any number of orders): the ``pgla`` variant computed offline."""

@@ -83,16 +83,6 @@ class PairItem:
     def n_objects(self) -> int:
         return len(self.scene_a.objects)
 
-    def edit_area(self) -> int:
-        """Pixels of the edited objects' boxes (before and after), summed over edits."""
-        sizes = {o.oid: o.area for o in self.scene_a.objects}
-        return sum(sizes[e.oid] * (2 if e.type == "position" else 1) for e in self.edits)
-
-    def to_spd(self) -> dict[str, object]:
-        """SPD-Faith JSONL shape: qid, image (the pair's ref), modifications[{type, category}]."""
-        return {"qid": self.item_id, "image": self.item_id,
-                "modifications": [{"type": e.type, "category": e.category} for e in self.edits]}
-
 
 def claims_text(edits: tuple[Edit, ...] | list[Edit]) -> str:
     return "; ".join(e.claim() for e in edits)
