@@ -37,7 +37,7 @@ import torch
 from _common import environment, machine_load, write_result
 from PIL import Image
 
-from faithtests.models.encode_once import METHODS
+from faithtests.models.encode_once import unmemoise
 from faithtests.models.interfaces import Prompt
 from faithtests.models.registry import load_model
 from faithtests.models.work import work_of
@@ -64,9 +64,7 @@ def widened(out: Path, depth: int, image_size: int) -> Path:
 def plain(vlm: Any) -> Any:
     """The family's own tower methods (the instance attributes encode_once set, removed)."""
     vlm.option_logits([Prompt((Image.new("RGB", (8, 8)),), "A or B?")], ["A", "B"])  # loaded
-    for owner in (getattr(vlm.model, "base_model", vlm.model), vlm.model):
-        for name in METHODS.values():
-            owner.__dict__.pop(name, None)
+    unmemoise(vlm.model)
     return vlm
 
 

@@ -44,13 +44,13 @@ from weakref import WeakKeyDictionary
 
 import torch
 
+from faithtests.models.work import GRID, count_encoded, tower_inputs
+
 #: The most bytes of features one model's memo keeps (least recently used dropped first). A LLaVA-1.5
 #: image is 576 x 4096 fp16 = 4.7 MB, so about 200 images; the reference models' are ~18 KB.
 BUDGET_BYTES = 1 << 30
 #: modality -> the method a transformers 5 model runs that tower through (forward and generate alike)
 METHODS = {"image": "get_image_features", "video": "get_video_features", "audio": "get_audio_features"}
-#: modality -> (pixel argument, grid argument) of the flat-patch ("grid") layout
-GRID = {"image": ("pixel_values", "image_grid_thw"), "video": ("pixel_values_videos", "video_grid_thw")}
 #: arguments the forward hands on that do not change the features (left out of an item's key)
 NOT_FEATURES = frozenset({"use_cache", "return_dict", "output_attentions", "output_hidden_states", "cache",
                           "past_key_values", "cache_position"})
@@ -75,6 +75,7 @@ class EncoderMemo:
     reads: dict[str, tuple[str, ...]] = field(default_factory=dict)  # modality -> the fields kept per item
     kinds: dict[str, type] = field(default_factory=dict)  # modality -> the output class the tower returns
     shapes: dict[str, dict[str, str]] = field(default_factory=dict)  # modality -> field -> list/tensor/none
+    patched: list[tuple[Any, str]] = field(default_factory=list)  # (module, method name) replaced
 
     def counts(self) -> dict[str, int]:
         """``images_encoded`` ... : items each wrapped tower encoded (the floor is one per distinct)."""
@@ -123,12 +124,23 @@ def encode_once(model: Any, budget: int = BUDGET_BYTES) -> EncoderMemo:
         else:
             memo.reads[modality] = reads
         setattr(owner, name, _memoised(memo, modality, getattr(owner, name)))
+        memo.patched.append((owner, name))
     _MEMOS[model] = memo
+    count_encoded(model, memo.counts)
     return memo
 
 
 def memo_of(model: Any) -> EncoderMemo | None:
     return _MEMOS.get(model)
+
+
+def unmemoise(model: Any) -> None:
+    """Back to the family's own tower methods on ``model`` (the memo's instance attributes removed):
+    what a comparison with and without the memo runs against."""
+    memo = _MEMOS.pop(model, None)
+    count_encoded(model, None)
+    for owner, name in memo.patched if memo is not None else ():
+        owner.__dict__.pop(name, None)
 
 
 def _defines(module: Any, name: str) -> bool:
@@ -169,7 +181,7 @@ def _memoised(memo: EncoderMemo, modality: str, original: Callable[..., Any]) ->
         features = split if isinstance(split, str) else _features(memo, modality, original, split)
         if isinstance(split, str) or isinstance(features, str):  # later calls of this tower go whole too
             memo.fallback.setdefault(modality, str(features))
-            memo.encoded[modality] += _count(modality, given)
+            memo.encoded[modality] += tower_inputs(modality, given)
             return original(*args, **kwargs)
         return _assemble(memo.kinds[modality], memo.reads[modality], memo.shapes[modality], features)
 
@@ -325,15 +337,3 @@ def _key(modality: str, settings: Settings, item: Sequence[torch.Tensor]) -> str
         h.update(f"{host.dtype}{tuple(host.shape)}".encode())
         h.update(host.view(torch.uint8).numpy().tobytes() if host.numel() else b"")
     return h.hexdigest()
-
-
-def _count(modality: str, given: dict[str, Any]) -> int:
-    """Items in a call sent to the tower whole (a fallback): its grid rows, else its first dimension."""
-    if modality == "audio":
-        features = given.get("input_features")
-        return int(features.shape[0]) if isinstance(features, torch.Tensor) else 0
-    pixels_name, grid_name = GRID[modality]
-    grid = given.get(grid_name)
-    pixels = given.get(pixels_name)
-    source = grid if isinstance(grid, torch.Tensor) else pixels
-    return int(source.shape[0]) if isinstance(source, torch.Tensor) else 0

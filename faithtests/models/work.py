@@ -30,12 +30,15 @@ One is None where the processor's output cannot be memoised (patch grids, tiles)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 from weakref import WeakKeyDictionary
 
 #: the counter of each hooked module (a weak key: an unloaded model takes its counter with it)
 _COUNTERS: WeakKeyDictionary[Any, WorkCounter] = WeakKeyDictionary()
+#: per model, what its encode_once memo counts (models.encode_once registers it: imports go that way)
+_ENCODED: WeakKeyDictionary[Any, Callable[[], dict[str, int]]] = WeakKeyDictionary()
 _DISTINCT = ("distinct_images", "distinct_videos", "distinct_audio")
 
 
@@ -52,11 +55,9 @@ class WorkCounter:
 
     def hook(self, _module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.forwards += 1
-        self.image_inputs += _image_rows(kwargs)
-        videos, grid = kwargs.get("pixel_values_videos"), kwargs.get("video_grid_thw")
-        self.video_inputs += int((grid if grid is not None else videos).shape[0]) if videos is not None else 0
-        features = kwargs.get("input_features")
-        self.audio_inputs += int(features.shape[0]) if features is not None else 0
+        self.image_inputs += tower_inputs("image", kwargs)
+        self.video_inputs += tower_inputs("video", kwargs)
+        self.audio_inputs += tower_inputs("audio", kwargs)
         ids = kwargs.get("input_ids", args[0] if args else None)
         embeds = kwargs.get("inputs_embeds")
         shape = ids.shape if ids is not None else (embeds.shape[:2] if embeds is not None else None)
@@ -72,14 +73,33 @@ class WorkCounter:
         return asdict(self)
 
 
-def _image_rows(kwargs: dict[str, Any]) -> int:
-    pixels = kwargs.get("pixel_values")
+#: modality -> (pixel argument, grid argument) of a call (the grid: Qwen-VL's flat-patch layout)
+GRID = {"image": ("pixel_values", "image_grid_thw"), "video": ("pixel_values_videos", "video_grid_thw")}
+
+
+def tower_inputs(modality: str, kwargs: dict[str, Any]) -> int:
+    """The image rows, clips or soundtracks in a call's arguments (module doc): a grid's rows (Qwen-VL's
+    flat patches: one row per image or clip), a tiled image's tiles (5-D pixels), else the first axis.
+    The same count for a model's forward and for a tower method that encode_once sends whole."""
+    if modality == "audio":
+        features = kwargs.get("input_features")
+        return int(features.shape[0]) if features is not None else 0
+    pixels_name, grid_name = GRID[modality]
+    pixels, grid = kwargs.get(pixels_name), kwargs.get(grid_name)
     if pixels is None:
         return 0
-    grid = kwargs.get("image_grid_thw")
-    if grid is not None:  # Qwen-VL: flat patches of every image; one grid row per image
+    if grid is not None:
         return int(grid.shape[0])
-    return int(pixels.shape[0] * pixels.shape[1]) if pixels.ndim == 5 else int(pixels.shape[0])
+    return int(pixels.shape[0] * pixels.shape[1]) if pixels.ndim == 5 and modality == "image" else int(
+        pixels.shape[0])
+
+
+def count_encoded(model: Any, counts: Callable[[], dict[str, int]] | None) -> None:
+    """``counts`` gives ``model``'s ``*_encoded`` counters from now on (None: no longer)."""
+    if counts is None:
+        _ENCODED.pop(model, None)
+    else:
+        _ENCODED[model] = counts
 
 
 def count_work(model: Any) -> WorkCounter:
@@ -101,10 +121,8 @@ def work_of(vlm: Any) -> dict[str, int | None] | None:
     counter = _COUNTERS.get(vlm.model)
     if counter is None:
         return None
-    from faithtests.models.encode_once import memo_of  # local: torch, loaded by now (the plugin imports this)
-
-    memo = memo_of(vlm.model)
-    return {**counter.as_dict(), **(memo.counts() if memo else {}), **distinct_inputs(vlm.processor)}
+    encoded = _ENCODED.get(vlm.model)
+    return {**counter.as_dict(), **(encoded() if encoded else {}), **distinct_inputs(vlm.processor)}
 
 
 def distinct_inputs(processor: Any) -> dict[str, int | None]:

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from faithtests.models.encode_once import METHODS, EncoderMemo, encode_once, memo_of
+from faithtests.models.encode_once import EncoderMemo, encode_once, memo_of, unmemoise
 from faithtests.models.interfaces import Audio, Prompt
 from faithtests.models.registry import load_model
 from faithtests.models.work import work_of
@@ -20,13 +20,6 @@ from faithtests.models.work import work_of
 def _image(seed: int) -> Image.Image:
     pixels = np.random.default_rng(seed).integers(0, 256, size=(32, 32, 3), dtype=np.uint8)
     return Image.fromarray(pixels)
-
-
-def _unmemoised(model: Any) -> None:
-    """Back to the class's own tower methods (the instance attributes encode_once set, removed)."""
-    for owner in (getattr(model, "base_model", model), model):
-        for name in METHODS.values():
-            owner.__dict__.pop(name, None)
 
 
 def _prompts() -> list[Prompt]:
@@ -39,7 +32,8 @@ def test_each_image_once_and_the_same_answers_as_without_the_memo() -> None:
     vlm: Any = load_model("reference:vlm", batch_size=4)
     plain: Any = load_model("reference:vlm", batch_size=4)
     plain.option_logits(_prompts()[:1], ["A", "B"])  # loaded
-    _unmemoised(plain.model)
+    unmemoise(plain.model)
+    assert memo_of(plain.model) is None and "get_image_features" not in plain.model.base_model.__dict__
     prompts = _prompts()
     ours = (vlm.option_logits(prompts, ["A", "B"]), vlm.generate(prompts, 6), vlm.states(prompts))
     theirs = (plain.option_logits(prompts, ["A", "B"]), plain.generate(prompts, 6), plain.states(prompts))
@@ -144,7 +138,7 @@ def test_each_clip_and_soundtrack_once_on_the_omni_reference() -> None:
     omni: Any = load_model("reference:omni")
     plain: Any = load_model("reference:omni")
     plain.option_logits(prompts[:1], ["A", "B"])
-    _unmemoised(plain.model)
+    unmemoise(plain.model)
     assert torch.equal(omni.option_logits(prompts, ["A", "B"]), plain.option_logits(prompts, ["A", "B"]))
     work = work_of(omni)
     assert work is not None

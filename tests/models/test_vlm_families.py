@@ -394,14 +394,12 @@ def test_each_image_through_the_tower_once_with_the_towers_own_answers(
     family's own tower methods (within 1e-5: an image encoded alone may differ in its last float32
     bits from one in a batch), and the two distinct images through the tower twice in all; or, found
     once at load, the reason the family's calls go whole."""
-    from faithtests.models.encode_once import METHODS, memo_of
+    from faithtests.models.encode_once import memo_of, unmemoise
     from faithtests.models.work import work_of
 
     ours, theirs = load_tiny(family, batch_size=3), load_tiny(family, batch_size=5)
     theirs.option_logits(prompts[:1], ["A", "B"])  # loaded: now back to the class's own methods
-    for owner in (getattr(theirs.model, "base_model", theirs.model), theirs.model):
-        for name in METHODS.values():
-            owner.__dict__.pop(name, None)
+    unmemoise(theirs.model)
     a, b = ours.option_logits(prompts, ["A", "B"]), theirs.option_logits(prompts, ["A", "B"])
     assert (a - b).abs().max() < 1e-5 and torch.equal(a.argmax(-1), b.argmax(-1))
     assert ours.generate(prompts, 4) == theirs.generate(prompts, 4)
