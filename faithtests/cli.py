@@ -28,6 +28,7 @@ from faithtests.plugin.lifecycle import ReportLock
 from faithtests.protocols import disabled_protocols, manifests
 from faithtests.scorecard.baseline import Comparison, Tolerance, compare
 from faithtests.scorecard.comparison_text import format_comparison
+from faithtests.scorecard.family import CONTROLS, run_control
 from faithtests.scorecard.fingerprint import COMPARABLE, refused_mismatches
 from faithtests.scorecard.float_noise import NoiseReport, within_noise
 from faithtests.scorecard.frames import deltas_frame
@@ -118,7 +119,7 @@ def _write_csv(comparison: Comparison, path: str) -> None:
 
 def _print_text(args: argparse.Namespace, comparison: Comparison, every: bool) -> None:
     """The text report: the table, what was compared, the regressions' and missing results' verdicts."""
-    missing = comparison.missing
+    missing = comparison.missing_gated
     print(f"baseline: {args.a}\ncurrent:  {args.b}")
     print(format_comparison(comparison, show_unchanged=not args.changed_only, max_flips=args.max_flips))
     if not every:
@@ -161,8 +162,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     gate: GateMode = "ci" if args.regression == "paired" else "point" if args.regression else (
         args.gate or _run_gate(current))
     every = args.all or current.fingerprint.get("regression_all") is True
-    comparison = compare(current, baseline, args.tolerance, checked_only=not every, gate=gate)
-    missing = comparison.missing
+    comparison = compare(current, baseline, args.tolerance, checked_only=not every, gate=gate,
+                         control=args.control or run_control(current.fingerprint, "holm"))
+    missing = comparison.missing_gated
     status = 1 if comparison.regressions or (missing and not args.allow_missing) else 0
     if args.csv is not None:
         _write_csv(comparison, args.csv)
@@ -364,6 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "moved beyond it (default: the rule run B was gated with)")
     p.add_argument("--gate", choices=("point", "ci"), default=None,
                    help="older spelling of --regression: ci = paired, point = point")
+    p.add_argument("--control", choices=CONTROLS, default=None, help="false-alarm control over the gated "
+                   "metrics: holm, bh or none (default: run B's; holm for a run from before it)")
     p.add_argument("--allow-mismatch", type=_mismatch_fields, default=[], metavar="FIELDS",
                    help="compare runs whose fingerprints differ in these fields: FIELD[,FIELD] of "
                         f"{', '.join(COMPARABLE)}, or all (default: refused, as the pytest gate does)")

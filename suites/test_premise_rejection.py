@@ -46,6 +46,7 @@ from faithtests.protocols.imavb.pgla import BUDGETS_PP, N_FOLDS, PGLAResult
 from faithtests.protocols.imavb.probes import (
     cv_accuracy,
     lens_correct,
+    margin_ci,
     margin_over_text,
     nested_peak,
     peak_layer,
@@ -309,6 +310,7 @@ def test_representation_action_gap(faith: Faith, premise_data: PremiseData, fait
     tfidf = tfidf_baseline(texts, y, folds, seed=faith_seed)
     faith.metric("text_tfidf_acc", tfidf.accuracy, n=len(y), higher_is_better=False)
     baselines = {"TF-IDF": tfidf.accuracy}
+    predicted = {"TF-IDF": tfidf.predictions}  # each row's held-out answer: the margin's CI
     public = tfidf_baseline(texts, y, folds, seed=faith_seed, public=True)  # recorded, not gated
     faith.metric("text_tfidf_acc", public.accuracy, n=len(y), higher_is_better=False, slice=PUBLIC_TFIDF)
     try:
@@ -317,7 +319,7 @@ def test_representation_action_gap(faith: Faith, premise_data: PremiseData, fait
         faith.invalid("sentence-embedding baseline not run", 1, examples=[str(e)])
     else:
         sbert = cv_accuracy(emb, y, folds, seed=faith_seed)
-        baselines["SBERT"] = sbert.accuracy
+        baselines["SBERT"], predicted["SBERT"] = sbert.accuracy, sbert.predictions
         faith.metric("text_sbert_acc", sbert.accuracy, n=len(y), higher_is_better=False)
         res = residualised_probe(states[layer], emb, y, folds, seed=faith_seed)
         faith.metric("probe_acc_residualised", res.result.accuracy if res.result else float("nan"), n=len(y))
@@ -337,7 +339,10 @@ def test_representation_action_gap(faith: Faith, premise_data: PremiseData, fait
     chance = max(float(y.mean()), 1.0 - float(y.mean()))
     faith.metric("probe_misleading_share", float(y.mean()), n=len(y), higher_is_better=False)
     nested = nested_peak(states, y, stim, folds, seed=faith_seed)
-    faith.metric("probe_margin", margin_over_text(nested.accuracy, baselines, chance), n=len(y))
+    assert nested.predictions is not None
+    faith.metric("probe_margin", margin_over_text(nested.accuracy, baselines, chance), n=len(y),
+                 ci=margin_ci(nested.predictions, predicted, y, stim, chance, n_resamples=PREMISE_BOOTSTRAP,
+                              seed=faith_seed))
     faith.metric("probe_margin", probe_margin(accs, baselines, chance), n=len(y), slice=IN_SAMPLE)
     layers: list[float | str] = list(range(len(accs)))
     faith.plot(

@@ -177,7 +177,8 @@ class Controller:
             models.update(rec.models)
         thresholds = self.config.stash[FAITH_THRESHOLDS]
         workers = foreign_option(self.config, "numprocesses")
-        regression = {"regression": self.opts.regression, "regression_all": self.opts.regression_all}
+        regression = {"regression": self.opts.regression, "regression_all": self.opts.regression_all,
+                      "regression_control": self.opts.regression_control}
         return regression | build_fingerprint(
             root=self.config.rootpath,
             start=self.start,
@@ -266,14 +267,15 @@ class Controller:
     def _gate(self, sc: Scorecard, baseline: Scorecard, path: Path, session: pytest.Session) -> None:
         """Regressions against the baseline and its results this run did not produce."""
         self.comparison = compare(sc, baseline, self.opts.tolerance, gate=self.opts.regression_gate,
-                                  checked_only=not self.opts.regression_all)
+                                  checked_only=not self.opts.regression_all,
+                                  control=self.opts.regression_control)
         sc.baseline = str(path)
         sc.regressions = [d.to_json() for d in self.comparison.regressions]
         if sc.regressions and not self.opts.update_baseline:
             self._failed(session)
             n = len(sc.regressions)
             self.notes.append(f"FAIL: {n} regression(s) against the baseline: exit status 1")
-        missing = shard.split_missing(self.config, self.comparison.missing, self.notes)  # --faith-shard
+        missing = shard.split_missing(self.config, self.comparison.missing_gated, self.notes)  # --faith-shard
         if missing and not (self.opts.allow_missing or self.opts.update_baseline):
             self._failed(session)
             self.notes.extend(missing_message(missing))

@@ -241,6 +241,12 @@ REGRESSION = Option(
     "McNemar for 0/1 outcomes, else the two runs' CIs, must lie beyond the tolerance) or point (the point "
     "estimate moved beyond the tolerance)", "paired", choices=("paired", "point"),
     parse=_one_of("faith_regression", ("paired", "point"), "'paired' or 'point'"), section="gates")
+REGRESSION_CONTROL = Option(
+    "faith_regression_control", "false-alarm control over the gated metrics' regression p-values: holm "
+    "(default: an unchanged checkpoint fails the gate with probability <= 5%%), bh (Benjamini-Hochberg: "
+    "false discovery rate) or none (each metric at 5%%)", "holm", choices=("holm", "bh", "none"),
+    parse=_one_of("faith_regression_control", ("holm", "bh", "none"), "'holm', 'bh' or 'none'"),
+    section="gates")
 REGRESSION_ALL = Option(
     "faith_regression_all", "gate every recorded metric against the baseline, not only those with a "
     "threshold check", False, kind="flag", parse=lambda raw, _: bool(raw),
@@ -329,7 +335,8 @@ NO_PROGRESS = Option("faith_no_progress",
 PLUGIN_OPTIONS: tuple[Option, ...] = (
     REPORT, RUN_NAME, STEP, BASELINE, UPDATE_BASELINE, TOLERANCE, GATE, THRESHOLDS, MODEL, VLM, DATA, LIMIT,
     SEED,
-    ALLOW_MISSING, ALLOW_MISMATCH, REGRESSION, REGRESSION_ALL, ALLOW_INSUFFICIENT, FORCE_UPDATE_BASELINE,
+    ALLOW_MISSING, ALLOW_MISMATCH, REGRESSION, REGRESSION_CONTROL, REGRESSION_ALL, ALLOW_INSUFFICIENT,
+    FORCE_UPDATE_BASELINE,
     MAX_EXEMPLARS, DEFAULT_THRESHOLDS_FILE, DEVICE, DTYPE, BATCH_SIZE, THREADS, CACHE, ANSWER_MODE,
     NO_VLM_SCORER,
     SHARD, RAY, RAY_ACTORS, RAY_GPUS, DEVICE_MAP, API_CONCURRENCY, API_TIMEOUT, API_MAX_REQUESTS, NO_PROGRESS,

@@ -23,6 +23,7 @@ from faithtests.plugin import option_table as o
 from faithtests.plugin.model_spec import DEFAULT_SCORER, DEFAULT_VLM, ModelSpec, Role
 from faithtests.protocols import manifests
 from faithtests.scorecard.baseline import Tolerance
+from faithtests.scorecard.family import Control
 from faithtests.scorecard.history_run import DEFAULT_ROOT, default_report_dir, default_run_name
 from faithtests.scorecard.model import GateMode
 from faithtests.scorecard.recording import json_safe
@@ -66,6 +67,7 @@ class FaithOptions:
     allow_mismatch: frozenset[str] = frozenset()  # --faith-allow-mismatch: fingerprint fields let differ
     regression: RegressionTest = "paired"  # --faith-regression: the baseline gate's test
     regression_all: bool = False  # --faith-regression-all: gate every metric, not only the checked ones
+    regression_control: Control = "holm"  # --faith-regression-control: over the gated metrics' p-values
     allow_insufficient: bool = False  # --faith-allow-insufficient: INSUFFICIENT checks do not fail the run
     force_update_baseline: bool = False  # --faith-force-update-baseline: write it despite the refusals
     report_named: bool = False  # --faith-report was given on the command line
@@ -162,6 +164,7 @@ def parse_options(config: pytest.Config) -> FaithOptions:
         max_exemplars=setting(config, o.MAX_EXEMPLARS), allow_missing=setting(config, o.ALLOW_MISSING),
         allow_mismatch=setting(config, o.ALLOW_MISMATCH), regression=cast(RegressionTest, regression),
         regression_all=setting(config, o.REGRESSION_ALL),
+        regression_control=cast(Control, setting(config, o.REGRESSION_CONTROL)),
         allow_insufficient=setting(config, o.ALLOW_INSUFFICIENT),
         force_update_baseline=setting(config, o.FORCE_UPDATE_BASELINE), report_named=where.cli,
         run_name=run_name, step=step,

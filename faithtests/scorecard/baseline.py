@@ -12,7 +12,10 @@ Rules (documented in the README, "Baseline gate"):
   ``None``) is a regression; one that became defined is an improvement.
 * The tolerance is absolute (``0.01``) or relative to ``|baseline value|`` (``5%``).
 * Keys only in the current run are *new*, keys only in the baseline are *missing*. The pytest gate
-  fails on missing keys unless ``--faith-allow-missing`` (a gate that compares nothing must not pass).
+  fails on missing keys unless ``--faith-allow-missing`` (a gate that compares nothing must not pass),
+  except an unchecked result of a test that ran and recorded results (``gated`` False): a slice that
+  exists only when its data has the case (a model's contradictory answers, on another seed none) is
+  listed, never failed (issue 49). A checked result, or any result of a test that did not run, fails.
 * ``checked_only``: only metrics with a threshold check (in either run) are gated (the default of the
   pytest gate and of ``faithtests compare``); the others are still compared and a move the gate's rule
   would call a regression or an improvement is ``moved`` (listed, never gated). Missing and new keys
@@ -30,6 +33,11 @@ Rules (documented in the README, "Baseline gate"):
   image), ``within noise`` when the point estimate moved beyond the tolerance but the CI does not
   exclude it, ``unchanged`` otherwise. A metric without a CI in either run is judged by its point
   estimates under both gates (``basis`` says ``point``).
+* False alarms over the family (:mod:`faithtests.scorecard.family`, issue 49): every gated metric judged
+  on a CI gets the p-value of "no move beyond the tolerance in the bad direction", and the family's
+  p-values are adjusted (``control``: Holm by default, Benjamini–Hochberg, or none); a CI regression
+  whose adjusted p is not below 0.05 is ``within noise``. With one gated metric the rule is gate ``ci``'s
+  own. Point-basis decisions (no CI) have no noise model and are not adjusted.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from faithtests.scorecard.family import ALPHA, Control, adjust, regression_p
 from faithtests.scorecard.model import GATE_RESAMPLES, GateMode, MetricResult, test_key
 from faithtests.scorecard.scorecard import Scorecard
 
@@ -124,6 +133,8 @@ class MetricDelta:
     moved: list[ItemFlip] = field(default_factory=list)  # items behind a paired delta, good->bad first
     n_moved: int = 0  # items that changed (``moved`` keeps the first MAX_MOVED)
     gated: bool = True  # False: a metric without a threshold check under ``checked_only`` (listed only)
+    p_value: float | None = None  # of "no move beyond the tolerance in the bad direction" (CI bases)
+    p_adjusted: float | None = None  # over the family of gated metrics (``Comparison.control``)
 
     @property
     def key(self) -> tuple[str, str, str, str, str]:
@@ -165,6 +176,8 @@ class MetricDelta:
             "moved": [f.to_json() for f in self.moved],
             "n_moved": self.n_moved,
             "gated": self.gated,
+            "p_value": self.p_value,
+            "p_adjusted": self.p_adjusted,
         }
 
 
@@ -174,6 +187,12 @@ class Comparison:
     gate: GateMode = "point"
     deltas: list[MetricDelta] = field(default_factory=list)  # every key of either run, sorted by key
     flips: list[ItemFlip] = field(default_factory=list)
+    control: Control = "holm"  # false-alarm control over the gated metrics' p-values (module doc)
+
+    @property
+    def family(self) -> list[MetricDelta]:
+        """The gated metrics judged on a CI: the family whose p-values are adjusted together."""
+        return [d for d in self.deltas if d.p_adjusted is not None]
 
     def _with(self, status: Status) -> list[MetricDelta]:
         return [d for d in self.deltas if d.status == status]
@@ -199,6 +218,11 @@ class Comparison:
     def missing(self) -> list[MetricDelta]:
         return self._with("missing")
 
+    @property
+    def missing_gated(self) -> list[MetricDelta]:
+        """The missing results that fail the gate (module doc): not an unchecked slice of a test that ran."""
+        return [d for d in self.missing if d.gated]
+
     def by_key(self) -> dict[tuple[str, str, str, str, str], MetricDelta]:
         return {d.key: d for d in self.deltas}
 
@@ -206,6 +230,8 @@ class Comparison:
         return {
             "tolerance": str(self.tolerance),
             "gate": self.gate,
+            "control": self.control,
+            "family_size": len(self.family),
             "deltas": [d.to_json() for d in self.deltas],
             "flips": [f.to_json() for f in self.flips],
         }
@@ -220,7 +246,7 @@ def classify(
             return "unchanged"
         return "regression" if current is None else "improvement"
     # float round-off must not turn "exactly at the tolerance" (0.75 vs 0.80 +- 0.05) into a regression
-    slack = tolerance.allowed(baseline) + _EPS * max(1.0, abs(baseline))
+    slack = _slack(tolerance, baseline)
     gain = (current - baseline) if higher_is_better else (baseline - current)
     if gain < -slack:
         return "regression"
@@ -229,12 +255,17 @@ def classify(
     return "unchanged"
 
 
+def _slack(tolerance: Tolerance, baseline: float) -> float:
+    """The tolerance around ``baseline``, plus float round-off (see :func:`classify`)."""
+    return tolerance.allowed(baseline) + _EPS * max(1.0, abs(baseline))
+
+
 def ci_classify(
     baseline: float, delta: float, ci: tuple[float, float], higher_is_better: bool, tolerance: Tolerance
 ) -> Status:
     """Gate ``ci``: regression when the whole delta CI lies beyond the tolerance in the bad direction,
     improvement in the good one; within noise when only the point ``delta`` is beyond it; else unchanged."""
-    slack = tolerance.allowed(baseline) + _EPS * max(1.0, abs(baseline))
+    slack = _slack(tolerance, baseline)
     lo, hi = ci if higher_is_better else (-ci[1], -ci[0])  # the gain's CI
     if hi < -slack:
         return "regression"
@@ -291,7 +322,31 @@ def _judged(b: MetricResult, c: MetricResult, tol: Tolerance, gate: GateMode, re
         paired = None
     moved, n_moved = _moved(b, c, tol) if paired is not None else ([], 0)
     return replace(out, status=ci_status if gate == "ci" else point, delta_ci=ci, basis=basis,
-                   paired=paired, ci_status=ci_status, moved=moved, n_moved=n_moved)
+                   paired=paired, ci_status=ci_status, moved=moved, n_moved=n_moved,
+                   p_value=_p_value(b.value, delta, ci, c.higher_is_better, tol))
+
+
+def _p_value(baseline: float, delta: float, ci: tuple[float, float] | None, higher_is_better: bool,
+             tol: Tolerance) -> float | None:
+    """The p-value of "no move beyond the tolerance in the bad direction" (None without a CI)."""
+    if ci is None:
+        return None
+    gain, gain_hi = (delta, ci[1]) if higher_is_better else (-delta, -ci[0])  # good direction positive
+    return regression_p(gain, gain_hi, _slack(tol, baseline))
+
+
+def _controlled(deltas: list[MetricDelta], control: Control, gate: GateMode) -> list[MetricDelta]:
+    """The family's p-values adjusted together (module doc): a CI regression whose adjusted p is not
+    below :data:`~faithtests.scorecard.family.ALPHA` is within noise."""
+    family = [i for i, d in enumerate(deltas) if d.gated and d.p_value is not None]
+    adjusted = adjust([deltas[i].p_value or 0.0 for i in family], control)
+    out = list(deltas)
+    for i, p in zip(family, adjusted, strict=True):
+        d = replace(out[i], p_adjusted=p)
+        if d.ci_status == "regression" and p >= ALPHA:
+            d = replace(d, ci_status="within noise", status="within noise" if gate == "ci" else d.status)
+        out[i] = d
+    return out
 
 
 def _delta(r: MetricResult, baseline: float | None, current: float | None, status: Status) -> MetricDelta:
@@ -318,15 +373,18 @@ def _flipped(a: float | bool, b: float | bool, tolerance: Tolerance) -> bool:
 def compare(
     current: Scorecard, baseline: Scorecard, tolerance: Tolerance | str | float = 0.0, *,
     checked_only: bool = False, gate: GateMode = "point", resamples: int = GATE_RESAMPLES,
+    control: Control = "holm",
 ) -> Comparison:
     """Compare ``current`` against ``baseline`` (see the module docstring for the rules); ``resamples``
-    is the paired bootstrap's B (seed 0, so one pair of scorecards always gets one verdict)."""
+    is the paired bootstrap's B (seed 0, so one pair of scorecards always gets one verdict); ``control``
+    the false-alarm control over the gated metrics (:mod:`faithtests.scorecard.family`)."""
     if gate not in ("point", "ci"):
         raise ValueError(f"gate {gate!r} is not 'point' or 'ci'")
     tol = Tolerance.parse(tolerance)
     cur = {r.key: r for r in current.results}
     base = {r.key: r for r in baseline.results}
     checked = {k for k, r in (*cur.items(), *base.items()) if r.passed is not None}
+    ran = {test_key(t.test) for t in current.tests if t.results}
     deltas: list[MetricDelta] = []
     for key in sorted(cur.keys() | base.keys()):
         c, b = cur.get(key), base.get(key)
@@ -338,9 +396,16 @@ def compare(
             deltas.append(d)
         elif c is not None:
             deltas.append(_delta(c, None, c.value, "new"))
-        elif b is not None:
-            deltas.append(_delta(b, b.value, None, "missing"))
+        elif b is not None:  # gated unless an unchecked result of a test that ran (module doc)
+            gated = key in checked or test_key(b.test) not in ran
+            deltas.append(replace(_delta(b, b.value, None, "missing"), gated=gated))
 
+    return Comparison(tolerance=tol, gate=gate, deltas=_controlled(deltas, control, gate),
+                      flips=_flips(current, baseline, tol), control=control)
+
+
+def _flips(current: Scorecard, baseline: Scorecard, tol: Tolerance) -> list[ItemFlip]:
+    """Items of the tests and item sets both runs hold whose outcome changed (module doc)."""
     flips: list[ItemFlip] = []
     base_tests = {test_key(t.test): t for t in baseline.tests}
     for t in sorted(current.tests, key=lambda t: t.test):
@@ -352,7 +417,7 @@ def compare(
             for item in sorted(now.keys() & before.keys()):
                 if _flipped(before[item], now[item], tol):
                     flips.append(ItemFlip(t.test, name, item, before[item], now[item]))
-    return Comparison(tolerance=tol, gate=gate, deltas=deltas, flips=flips)
+    return flips
 
 
 def test_label(test: str) -> str:

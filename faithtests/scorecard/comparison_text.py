@@ -66,9 +66,21 @@ def _count_lines(c: Comparison) -> list[str]:
     if c.moved:
         out.append(f"{len(c.moved)} metric(s) without a threshold check moved (listed, not gated; "
                    "--json lists them, --all gates them)")
+    absent = [d for d in c.missing if not d.gated]
+    if absent:
+        out.append(f"{len(absent)} missing result(s) without a threshold check, of tests that ran (a slice "
+                   "without data in this run; listed, not gated)")
     noise = [d for d in c._with("within noise") if d.gated]
     if noise:
         out.append(f"{len(noise)} move(s) beyond the tolerance within noise (the delta CI includes it)")
+    held = [d for d in noise if d.delta_ci is not None and d.ci_status == "within noise"
+            and (d.p_value or 1.0) < 0.05]
+    if held and c.control != "none":
+        name = {"holm": "Holm", "bh": "Benjamini-Hochberg"}[c.control]
+        each = [f"{test_label(d.test)} {d.label} ({d.model}) p={d.p_value:.3g}, adjusted {d.p_adjusted:.3g}"
+                for d in held[:5]]
+        out.append(f"  of which {len(held)} beyond noise on their own but not over the {len(c.family)} gated "
+                   f"metrics ({name}): " + ", ".join(each) + (" ..." if len(held) > 5 else ""))
     return out
 
 

@@ -11,7 +11,10 @@ Rules (documented in docs/reports.md, "History across checkpoints"):
   against the nearest earlier run that produced the row, under the paired rule (gate ``ci``, as
   ``faithtests compare --regression paired``): the delta's 95% CI (paired on the items both runs
   share when they share most, else from the two runs' CIs; point estimates when a run has no CI) lies
-  wholly beyond the tolerance in the metric's bad direction. A value that became undefined regressed.
+  wholly beyond the tolerance in the metric's bad direction, and its p-value, adjusted over the checked
+  metrics of that pair of runs as the pytest gate adjusts them (the later run's
+  ``--faith-regression-control``; Holm for a run from before it), is below 0.05. A value that became
+  undefined regressed.
 * *Best earlier run* of a row: among the runs before the last that produced a defined value, the one
   with the best value in the metric's direction (the later one on a tie). The history *regressed*
   (exit status 1) when the last run regressed against it, by the same paired rule, on a checked row.
@@ -23,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from faithtests.scorecard.baseline import Comparison, MetricDelta, Tolerance, compare
+from faithtests.scorecard.family import run_control
 from faithtests.scorecard.frames import LoadedScorecard
 from faithtests.scorecard.model import MetricResult
 
@@ -111,8 +115,9 @@ class _Comparisons:
 
     def delta(self, current: int, baseline: int, key: RowKey) -> MetricDelta | None:
         if (current, baseline) not in self.done:
-            c: Comparison = compare(self.runs[current].scorecard, self.runs[baseline].scorecard,
-                                    self.tolerance, gate="ci")
+            now = self.runs[current].scorecard
+            c: Comparison = compare(now, self.runs[baseline].scorecard, self.tolerance, gate="ci",
+                                    checked_only=True, control=run_control(now.fingerprint, "holm"))
             self.done[(current, baseline)] = c.by_key()
         return self.done[(current, baseline)].get(key)
 

@@ -31,6 +31,7 @@ from markupsafe import Markup
 
 from faithtests.scorecard.baseline import MetricDelta, Tolerance, compare
 from faithtests.scorecard.coverage import coverage_line, input_coverage, truncation_lines
+from faithtests.scorecard.family import run_control
 from faithtests.scorecard.model import GateMode, TestRecord, test_key
 from faithtests.scorecard.render_sections import SuiteView, suite_view
 from faithtests.scorecard.render_verdict import regression_key, regression_rows, ship_banner, verdicts
@@ -129,7 +130,11 @@ def render_html(
     if max_exemplars < 0:
         raise ValueError(f"max_exemplars must be >= 0, got {max_exemplars}")
     sc = scorecard.sorted()
-    comparison = compare(sc, baseline, tolerance, gate=gate) if baseline is not None else None
+    # the run's own gate: its family of gated metrics and their control (issue 49), so a cell is red
+    # exactly when the run called a regression; an unchecked metric's move is coloured, never gated
+    comparison = None if baseline is None else compare(
+        sc, baseline, tolerance, gate=gate, checked_only=sc.fingerprint.get("regression_all") is not True,
+        control=run_control(sc.fingerprint))
     deltas = delta_index(comparison.deltas) if comparison is not None else None
     suites = _suites(sc, deltas, max_exemplars, max_image_chars, baseline)
     anchors = {k: v for s in suites for k, v in s.anchors.items()}

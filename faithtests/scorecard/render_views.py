@@ -143,6 +143,8 @@ def cell(r: MetricResult, d: MetricDelta | None) -> Cell:
     if d is None:
         return c
     c.delta_class = _DELTA_CLASS.get(d.status, "same")
+    if d.status == "moved" and d.delta is not None:  # an unchecked metric's move: coloured, not gated
+        c.delta_class = "worse" if (d.delta < 0) == d.higher_is_better else "better"
     if d.status == "new":
         c.delta = "new"
         return c

@@ -50,6 +50,7 @@ def run(tmp: Path, name: str, seed: int, *args: str) -> dict[str, Any]:
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400)
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
     card: dict[str, Any] = json.loads((report / "scorecard.json").read_text())
+    card["exit_status"] = proc.returncode  # not a scorecard field: the run's own verdict, for the gate test
     return card
 
 
@@ -77,3 +78,24 @@ def test_good_references_pass_and_twins_fail_on_every_seed(tmp_path_factory: pyt
             if not gates <= failed:
                 missed[model] = f"expected {sorted(gates)} to fail, failed {sorted(failed)}"
     assert not missed, f"seed {seed}: {missed}"
+
+
+#: the default run's reference models under fixed labels, so a twin's results line up with the good one's
+LABELLED = ("--faith-model", "clip=reference:clip", "--faith-vlm", "vlm=reference:vlm")
+TWIN = ("--faith-model", "clip=reference:clip-colorblind", "--faith-vlm", "vlm=reference:vlm-textbiased")
+
+
+def test_default_gate_passes_another_seed_fails_the_twins(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Issue 49, item 1: under the default regression gate (paired, checked metrics, Holm over them) an
+    unchanged checkpoint run on another data seed does not regress (exit 0, the seed mismatch allowed),
+    while the degraded twins against the same baseline do, on the metrics they were built to fail."""
+    tmp = tmp_path_factory.mktemp("gate")
+    base = tmp / "seed0"
+    run(tmp, "seed0", 0, "suites/", *LABELLED)
+    again = run(tmp, "seed1", 1, "suites/", *LABELLED, "--faith-baseline", str(base),
+                "--faith-allow-mismatch", "seed")
+    assert again["regressions"] == [], [(r["test"], r["metric"], r["slice"]) for r in again["regressions"]]
+    assert again["exit_status"] == 0  # nor a missing result: a slice without data on seed 1 is not gated
+    twin = run(tmp, "twin", 0, "suites/", *TWIN, "--faith-baseline", str(base))
+    regressed = {(r["model"], _name(r)) for r in twin["regressions"]}
+    assert {("clip", "PR[color]"), ("vlm", "mis_v")} <= regressed, sorted(regressed)

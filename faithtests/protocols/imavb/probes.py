@@ -30,6 +30,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from faithtests.progress import stage
 from faithtests.scorecard.model import InsufficientData
+from faithtests.stats import cluster_bootstrap_sums_ci
 
 FloatArray = NDArray[np.float64]
 Folds = list[tuple[NDArray[np.int64], NDArray[np.int64]]]
@@ -141,6 +142,7 @@ class NestedPeak:
     accuracy: float
     fold_accuracy: tuple[float, ...]
     layers: tuple[int, ...]
+    predictions: NDArray[np.int64] | None = None  # each row's held-out prediction (at its fold's l*)
 
 
 def nested_peak(
@@ -156,16 +158,18 @@ def nested_peak(
     g = [groups[int(i)] for i in range(len(yy))]
     accs: list[float] = []
     layers: list[int] = []
+    pred = np.full(yy.shape, -1, dtype=np.int64)
     with stage("IMAVB nested l*", total=len(folds)) as progress:
         for tr, te in folds:
             inner = group_folds(yy[tr], [g[int(i)] for i in tr], n_splits=inner_splits, seed=seed,
                                 what="the nested choice of l*")
             layer = peak_layer([r.accuracy for r in layer_curve(s[:, tr], yy[tr], inner, seed=seed)])
             clf = _classifier(seed).fit(s[layer, tr], yy[tr])
-            accs.append(float((clf.predict(s[layer, te]) == yy[te]).mean()))
+            pred[te] = clf.predict(s[layer, te])
+            accs.append(float((pred[te] == yy[te]).mean()))
             layers.append(layer)
             progress.advance()
-    return NestedPeak(float(np.mean(accs)), tuple(accs), tuple(layers))
+    return NestedPeak(float(np.mean(accs)), tuple(accs), tuple(layers), pred)
 
 
 def margin_over_text(accuracy: float, baselines: Mapping[str, float], chance: float = 0.5) -> float:
@@ -173,6 +177,26 @@ def margin_over_text(accuracy: float, baselines: Mapping[str, float], chance: fl
     if not baselines:
         raise ValueError("margin_over_text: no text-only baseline")
     return float(accuracy) - max(chance, *(float(v) for v in baselines.values()))
+
+
+def margin_ci(
+    probe: ArrayLike, baselines: Mapping[str, ArrayLike], y: ArrayLike, clusters: Sequence[object],
+    chance: float = 0.5, *, n_resamples: int = 1000, seed: int = 0,
+) -> tuple[float, float]:
+    """95% CI of :func:`margin_over_text` from each row's held-out predictions (the probe's, each text
+    baseline's), resampling whole ``clusters`` (stimuli): per resample the probe's accuracy minus the
+    best baseline's, floored at ``chance``, so the baselines' own noise and the choice of the best are
+    inside the interval. The resampled accuracies are pooled over rows; the recorded margin averages the
+    folds' accuracies (§4.3's CV), which differ from the pooled ones only by the folds' unequal sizes."""
+    yy = np.asarray(y, dtype=np.int64)
+    hits = [np.asarray(probe) == yy, *((np.asarray(b) == yy) for b in baselines.values())]
+    columns = np.stack([*(h.astype(np.float64) for h in hits), np.ones(yy.shape)], axis=1)
+
+    def margin(t: NDArray[np.float64]) -> NDArray[np.float64]:
+        acc = t[:, :-1] / t[:, -1:]
+        out: NDArray[np.float64] = acc[:, 0] - np.maximum(chance, acc[:, 1:].max(axis=1))
+        return out
+    return cluster_bootstrap_sums_ci(columns, clusters, margin, n_resamples=n_resamples, seed=seed)
 
 
 def tfidf_features(texts: Sequence[str], train: ArrayLike, *, public: bool = False) -> Any:

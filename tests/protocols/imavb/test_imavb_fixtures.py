@@ -219,3 +219,20 @@ def test_sentence_embeddings_go_through_the_output_store(tmp_path: Path) -> None
     np.testing.assert_array_equal(again, np.vstack([first, first[:1]]))
     (stats,) = (warm.stats(k) for k in list(warm._stats))
     assert stats.as_dict() == {"hits": 3, "writes": 0, "uncacheable": 0}
+
+
+def test_margin_ci_by_hand() -> None:
+    """Issue 49: the gated probe_margin carries a CI (so two seeds are compared by noise, not by points).
+    Every stimulus alike (its two rows: the probe right on both, TF-IDF on one) gives every resample the
+    same margin, 1 - max(0.5, 0.5) = 0.5; a baseline right on none is floored at chance, 0.5 again; one
+    stimulus the probe gets wrong widens the interval around the pooled margin."""
+    from faithtests.protocols.imavb.probes import margin_ci
+
+    y = np.array([0, 1] * 4)
+    stim = [f"s{i // 2}" for i in range(8)]
+    assert margin_ci(y, {"TF-IDF": np.array([0, 0] * 4)}, y, stim) == pytest.approx((0.5, 0.5))
+    assert margin_ci(y, {"TF-IDF": 1 - y}, y, stim) == pytest.approx((0.5, 0.5))
+    wrong = y.copy()
+    wrong[:2] = 1 - wrong[:2]  # stimulus s0: both rows wrong, pooled probe accuracy 0.75, margin 0.25
+    lo, hi = margin_ci(wrong, {"TF-IDF": 1 - y}, y, stim)
+    assert lo < 0.25 < hi and hi == pytest.approx(0.5)  # a resample without s0 is perfect
