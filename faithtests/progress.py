@@ -318,20 +318,32 @@ def format_left(seconds: float) -> str:
     return f"~{minutes} min" if minutes < 90 else f"~{minutes // 60}h{minutes % 60:02d}m"
 
 
+#: Finished tests of a kind (a group's first, the rest) before its mean predicts others: a group's first
+#: test pays what the group shares and the first of all also loads the model, so one is no guide.
+MIN_LEARNT = {True: 2, False: 1}
+
+
 class RunProgress:
     """Run-level progress: the collected tests, each in the *group* ``groups[test]`` of tests that share a
     model's computation (the plugin: the model and the fixtures of the test that use it; ``None``: no
     group). The first test of a group to start pays for what its group shares (loading, the protocol
     fixture's pass), so tests fall into two kinds: a group's first and the rest.
 
-    Time left: each test not finished is expected to take the mean duration (setup + call + teardown) of
-    the finished tests of its kind (a group not started yet brings one first test and the rest), less
-    what it has used if it is running (never below zero), divided by ``workers`` (xdist). ``None``
-    ("estimating…") while a kind still to run has no finished test to learn from."""
+    Time left, from completed work: when every test still to run was timed by an earlier run of this
+    checkout (``previous``: test id -> seconds, the plugin keeps them in pytest's cache), their earlier
+    durations scaled by this run's :meth:`pace` (how much slower or faster the tests finished so far
+    ran than then). Otherwise each test not finished is expected to take the mean duration (setup +
+    call + teardown) of the finished tests of its kind (a group not started yet brings one first test
+    and the rest), less what it has used if it is running (never below zero). Either is divided by
+    ``workers`` (xdist). ``None`` ("estimating…") while a kind still to run has fewer than
+    :data:`MIN_LEARNT` finished tests to learn from. Replayed on the default run's durations
+    (``benchmarks/bench_run_eta.py``): see its results for how far each estimate was off.
+    """
 
     def __init__(self, groups: Mapping[str, str | None], *, workers: int = 1, clock: Clock = time.monotonic,
-                 noun: str = "test") -> None:
+                 noun: str = "test", previous: Mapping[str, float] | None = None) -> None:
         self.groups = dict(groups)
+        self.previous = {t: float(s) for t, s in (previous or {}).items() if t in self.groups}
         self.total = len(self.groups)
         self.workers = max(1, workers)
         self.clock = clock
@@ -363,12 +375,29 @@ class RunProgress:
         """How many tests have started (the running one included)."""
         return len(self.started)
 
+    def pace(self) -> float:
+        """This run's seconds per second of the earlier run, over the finished tests both timed (1.0
+        before one finishes): the earlier durations scaled by it predict the rest on this machine."""
+        timed = [t for t in self.durations if t in self.previous]
+        before = sum(self.previous[t] for t in timed)
+        return sum(self.durations[t] for t in timed) / before if before > 0 else 1.0
+
     def seconds_left(self) -> float | None:
+        todo = [t for t in self.groups if t not in self.durations]
+        if self.previous and all(t in self.previous for t in todo):  # every test timed before (below)
+            return self._from_previous(todo)
+        return self._from_kinds(todo)
+
+    def _means(self) -> dict[bool, float]:
+        """The mean duration of each kind (a group's first test: True) learnt enough (MIN_LEARNT)."""
         kinds: dict[bool, list[float]] = {True: [], False: []}
         for test, seconds in self.durations.items():
             kinds[self.is_first(test)].append(seconds)
-        mean = {k: sum(v) / len(v) for k, v in kinds.items() if v}
-        todo = [t for t in self.groups if t not in self.durations]
+        return {k: sum(v) / len(v) for k, v in kinds.items() if len(v) >= MIN_LEARNT[k]}
+
+    def _from_kinds(self, todo: list[str]) -> float | None:
+        """Time left from this run's finished tests of each kind (class doc); None until learnt."""
+        mean = self._means()
         new_groups = {g for t in todo if (g := self.groups[t]) is not None and g not in self.first}
         waiting = sum(1 for t in todo if t not in self.started)
         need = {True: float(len(new_groups)), False: float(waiting - len(new_groups))}
@@ -384,6 +413,17 @@ class RunProgress:
                 if kind not in mean:
                     return None
                 left += count * mean[kind]
+        return left / self.workers
+
+    def _from_previous(self, todo: list[str]) -> float:
+        """Time left from the earlier run's durations of the tests still to run, at this run's pace; a
+        running test's used time is taken off its own expectation."""
+        pace, now, left = self.pace(), self.clock(), 0.0
+        for test in todo:
+            expected = self.previous[test] * pace
+            if test in self.started:
+                expected -= max(now - self.started[test], self.spent.get(test, 0.0))
+            left += max(expected, 0.0)
         return left / self.workers
 
     def describe(self) -> str:

@@ -95,6 +95,16 @@ def one_thread_per_worker() -> None:
         apply_threads(ThreadChoice(1, "library tests under xdist"), workers)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def terminal_size_as_serial() -> None:
+    """xdist's workers get ``COLUMNS=80`` and ``LINES=24`` from execnet; a serial run has none. The
+    summary fits its tables to ``$COLUMNS`` (else 120 for a log), so without this a test's expected
+    table rows would depend on ``-n``. Session-wide, before any test reads them."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        for name in ("COLUMNS", "LINES"):
+            os.environ.pop(name, None)
+
+
 @pytest.fixture(scope="session")
 def small_default_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The report folder of ``pytest suites/ --faith-limit 6 --faith-allow-insufficient`` on the bundled

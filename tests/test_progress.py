@@ -150,9 +150,9 @@ def test_fit_line_keeps_head_count_rate_and_eta_at_80_columns() -> None:
 def test_run_progress_counts_and_estimates_by_hand() -> None:
     clock = FakeClock()
     clock.now = 0.0
-    groups = {"a1": "A", "a2": "A", "a3": "A", "b1": "B", "b2": "B", "x": None}
+    groups = {"a1": "A", "a2": "A", "a3": "A", "b1": "B", "b2": "B", "c1": "C", "x": None}
     run = RunProgress(groups, clock=clock)
-    assert run.total == 6 and run.describe() == "test 1/6 estimating…"  # nothing finished: no guess
+    assert run.total == 7 and run.describe() == "test 1/7 estimating…"  # nothing finished: no guess
     run.start("a1")
     run.add("a1", 50.0, last=False)  # setup: the model loads, the group's fixture runs
     run.add("a1", 10.0, last=False)  # call
@@ -160,23 +160,48 @@ def test_run_progress_counts_and_estimates_by_hand() -> None:
     assert run.is_first("a1") and run.seconds_left() is None  # no test of the other kind finished yet
     run.start("a2")
     clock.now = 4.0
-    assert run.seconds_left() is None and run.describe() == "test 2/6 estimating…"
+    assert run.seconds_left() is None and run.describe() == "test 2/7 estimating…"
     run.add("a2", 4.0, last=True)  # a2, a later test of A, took 4 s
-    # left: B's first (60) + a3, b2, x (3 x 4) = 72 s
-    assert run.seconds_left() == pytest.approx(72.0) and run.describe() == "test 2/6 ~1 min"
-    clock.now = 10.0
-    run.start("b1")  # B's first test
-    clock.now = 30.0  # b1 has run 20 s of its expected 60: 40 + 3 x 4 = 52
-    assert run.seconds_left() == pytest.approx(52.0) and run.describe() == "test 3/6 <1 min"
-    run.add("b1", 45.0, last=False)  # its setup took 45 s (more than the clock says): 15 + 12 = 27
-    assert run.seconds_left() == pytest.approx(27.0)
+    assert run.seconds_left() is None  # one group's first test (it also loaded the model) is no guide
+    run.start("b1")
+    run.add("b1", 40.0, last=True)  # B's first: the first kind's mean is (60 + 40) / 2 = 50
+    # left: C's first (50) + a3, b2, x (3 x 4) = 62 s
+    assert run.seconds_left() == pytest.approx(62.0) and run.describe() == "test 3/7 ~1 min"
+    clock.now = 20.0
+    run.start("c1")  # C's first test
+    clock.now = 30.0  # c1 has run 10 s of its expected 50: 40 + 3 x 4 = 52
+    assert run.seconds_left() == pytest.approx(52.0) and run.describe() == "test 4/7 <1 min"
+    run.add("c1", 45.0, last=False)  # its setup took 45 s (more than the clock says): 5 + 12 = 17
+    assert run.seconds_left() == pytest.approx(17.0)
     run.workers = 2  # xdist: the work left is shared
-    assert run.seconds_left() == pytest.approx(13.5)
+    assert run.seconds_left() == pytest.approx(8.5)
     run.start("not collected")  # unknown ids are ignored
-    assert run.position() == 3
+    assert run.position() == 4
     assert [format_left(s) for s in (59, 61, 150, 5340, 5400, 7500)] == [
         "<1 min", "~1 min", "~2 min", "~89 min", "~1h30m", "~2h05m"]
     assert RunProgress({}).describe() == ""  # no tests: no run part
+
+
+def test_run_progress_from_an_earlier_run_at_this_runs_pace() -> None:
+    """Issue 49: with every test timed by an earlier run, time left is their earlier durations scaled by
+    how much slower this run finished the same tests (its pace), less what a running test used."""
+    clock = FakeClock()
+    clock.now = 0.0
+    groups = {"a1": "A", "a2": "A", "b1": "B", "x": None}
+    previous = {"a1": 30.0, "a2": 2.0, "b1": 20.0, "x": 1.0, "gone": 99.0}  # "gone": no longer collected
+    run = RunProgress(groups, clock=clock, previous=previous)
+    assert run.seconds_left() == pytest.approx(53.0)  # nothing finished: pace 1, 30 + 2 + 20 + 1
+    run.start("a1")
+    run.add("a1", 60.0, last=True)  # twice as slow as before: pace 2
+    assert run.pace() == pytest.approx(2.0) and run.seconds_left() == pytest.approx((2 + 20 + 1) * 2.0)
+    clock.now = 10.0
+    run.start("b1")
+    clock.now = 25.0  # b1 has used 15 s of its expected 40
+    assert run.seconds_left() == pytest.approx(4 + 25 + 2)
+    untimed = RunProgress({**groups, "new": None}, clock=clock, previous=previous)
+    untimed.start("a1")
+    untimed.add("a1", 60.0, last=True)
+    assert untimed.seconds_left() is None  # a test never timed: the kinds' means, not learnt yet
 
 
 # -- every model call of the HF adapter reports (tiny model, 3 batches of 2) ------------------------------

@@ -4,14 +4,18 @@
 What is printed: ``[faith] test 3/19 ~2 min | S3E forced choice reference:vlm 120/480 (35/s, ETA 10s)``
 while a stage runs and ``[faith] test 3/19 ~2 min | S3E forced choice reference:vlm 480/480 in 13s
 (36/s)`` when it ends. ``test 3/19 ~2 min`` is the run: the test running (3rd of the 19 collected) and
-the time left (:class:`faithtests.progress.RunProgress`, from the finished tests' durations, each test
-of the group of :func:`run_group` or, under xdist, of its ``xdist_group``; ``estimating…`` until it can
-be estimated). Each line fits the
+the time left (:class:`faithtests.progress.RunProgress`: from an earlier run's durations of the same
+tests at this run's pace, kept in pytest's cache under ``TIMED_KEY``; else from the finished tests'
+durations, each test of the group of :func:`run_group` or, under xdist, of its ``xdist_group``;
+``estimating…`` until it can be estimated). Each line fits the
 terminal width: the stage's label is shortened, never the run part, the count, the rate or the ETA. A
-stage shorter than ``MIN_SECONDS`` prints nothing, so fast runs and unit tests stay quiet. Only on a
-terminal (a TTY): nothing with ``-q``, with ``--faith-no-progress`` or when the output is not a TTY (a
-CI log, a pipe); results never depend on it (the run layers report, they do not change what they
-compute).
+stage shorter than ``MIN_SECONDS`` prints nothing, so fast runs and unit tests stay quiet. Nothing with
+``-qq`` or ``--faith-no-progress``; results never depend on it (the run layers report, they do not
+change what they compute).
+
+- Not a terminal (a CI log, a pipe; issue 49): whole lines, fitted to ``$COLUMNS`` or 120 characters;
+  a stage prints only once it has run ``LOG_MIN_SECONDS``, then at most every ``LOG_INTERVAL`` seconds
+  and when it ends, so a slow run never looks hung and a fast one adds a handful of lines.
 
 - Serial run: one line rewritten in place while the stage runs, left as its final line when it ends.
   Lines always start on a fresh line and end with a newline, so pytest's own output (test letters,
@@ -43,15 +47,21 @@ from faithtests.plugin.distribution import group_of, model_stage
 from faithtests.plugin.model_spec import ModelSpec
 from faithtests.plugin.options import get_options
 from faithtests.progress import ProgressEvent, RunProgress, Sink, fit_line, set_sink
+from faithtests.scorecard.text_table import output_width
 
 PREFIX = "[faith]"
 #: A stage shorter than this prints nothing (seconds).
 MIN_SECONDS = 1.0
 #: Seconds between two lines of one running stage in line mode (not a TTY, or under xdist).
 LOG_INTERVAL = 10.0
+#: Not a TTY: a stage shorter than this prints nothing, so a log gets about one line per LOG_INTERVAL per
+#: running stage however many short stages a run has (the default run: ~300 stages, most under a second).
+LOG_MIN_SECONDS = 10.0
 #: How often the xdist controller reads its workers' progress files (seconds).
 POLL_SECONDS = 0.25
 WORKERINPUT_KEY = "faith_progress_dir"
+#: pytest's cache key of each test's last duration (setup + call + teardown): the next run's time left.
+TIMED_KEY = "faithtests/test-seconds"
 _STATE = pytest.StashKey["_State"]()
 
 
@@ -71,8 +81,9 @@ class Printer:
 
     def __init__(self, tw: Writer, *, live: bool, clock: Callable[[], float] = time.monotonic,
                  interval: float | None = None, min_seconds: float | None = None,
-                 run: Callable[[], str] | None = None) -> None:
+                 run: Callable[[], str] | None = None, width: int | None = None) -> None:
         self.tw = tw
+        self.fixed_width = width  # a log's width (text_table.output_width); None: the terminal's
         self.live = live
         self.run = run  # the run part of each line ("3/19 ~2 min"), "" for none
         self.clock = clock
@@ -112,8 +123,9 @@ class Printer:
             self._shown = None
 
     def width(self) -> int:
-        """Characters a line may take: one less than the terminal's, so it never wraps."""
-        return max(self.tw.fullwidth - 1, 40)
+        """Characters a line may take: one less than the terminal's, so it never wraps (a log's: its
+        width)."""
+        return self.fixed_width if self.fixed_width is not None else max(self.tw.fullwidth - 1, 40)
 
     def _live(self, text: str) -> None:
         if self._shown is None:
@@ -188,11 +200,15 @@ def pytest_configure(config: pytest.Config) -> None:
     if not _wanted(config):
         return
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None or not terminal_is_tty(reporter):
+    if reporter is None:
         return
     tw = config.get_terminal_writer()
     state = _State(config, None)
-    state.printer = Printer(tw, live=True, run=state.describe_run)
+    if terminal_is_tty(reporter):
+        state.printer = Printer(tw, live=True, run=state.describe_run)
+    else:  # a CI log or a pipe: whole lines, a stage's at most every LOG_INTERVAL s, none for short ones
+        state.printer = Printer(tw, live=False, run=state.describe_run, min_seconds=LOG_MIN_SECONDS,
+                                width=output_width(False, tw.fullwidth))
     capman = config.pluginmanager.get_plugin("capturemanager")
 
     def to_terminal(event: ProgressEvent) -> None:
@@ -229,15 +245,22 @@ class _RunTracker:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if session.items:  # an xdist controller collects nothing: its workers' ids come below
-            self.state.run = RunProgress({item.nodeid: run_group(item) for item in session.items})
+            self.state.run = RunProgress({item.nodeid: run_group(item) for item in session.items},
+                                         previous=_timed(self.state.config))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         state = self.state
         state.collected_nodes += 1
         if state.run is None:  # every worker collects the same tests; their ids end with the group
-            state.run = RunProgress({i: group_of(i) for i in ids})
+            state.run = RunProgress({i: group_of(i) for i in ids}, previous=_timed(state.config))
         state.run.workers = state.collected_nodes
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Keep this run's test durations for the next run's time left (pytest's cache, merged)."""
+        cache, run = getattr(session.config, "cache", None), self.state.run
+        if cache is not None and run is not None and run.durations:
+            cache.set(TIMED_KEY, {**_timed(session.config), **run.durations})
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         if self.state.run is not None:
@@ -246,6 +269,14 @@ class _RunTracker:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.state.run is not None:
             self.state.run.add(report.nodeid, report.duration, last=report.when == "teardown")
+
+
+def _timed(config: pytest.Config) -> dict[str, float]:
+    """Test id -> seconds of the earlier runs in this checkout ({} without pytest's cache)."""
+    cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
+    recorded = cache.get(TIMED_KEY, {}) if cache is not None else {}
+    return {str(k): float(v) for k, v in recorded.items() if isinstance(v, (int, float))} if isinstance(
+        recorded, dict) else {}
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

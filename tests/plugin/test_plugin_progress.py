@@ -135,6 +135,26 @@ def test_silent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, off:
     assert _progress_lines(pytester.runpytest(*PLUGINS, "-q"))  # on a terminal, with -q too
 
 
+def test_a_log_gets_whole_lines_of_long_stages_at_a_bounded_rate(pytester: pytest.Pytester,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 49: output that is not a terminal (pytester's, as a CI log's) gets progress lines: whole
+    lines (no carriage return), only for stages that ran ``LOG_MIN_SECONDS``, at most one per
+    ``LOG_INTERVAL`` per stage plus its end, each with the run part, fitted to 120 columns."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(plugin_progress, "LOG_MIN_SECONDS", 0.3)
+    monkeypatch.setattr(plugin_progress, "LOG_INTERVAL", 0.5)
+    pytester.makepyfile(test_staged=STAGED.format(n=2, sleep=0.15), test_quick=STAGED.format(n=1, sleep=0))
+    result = pytester.runpytest(*PLUGINS, "-p", "no:randomly")
+    result.assert_outcomes(passed=3)
+    lines = [line for line in result.outlines if "[faith]" in line]
+    assert not any("\r" in line for line in lines) and all(len(line) <= 120 for line in lines), lines
+    ends = [line for line in lines if " 8/8 in " in line]
+    assert sorted(line.split("demo stage ")[1].split()[0] for line in ends) == ["m0", "m1"], lines  # ~1.2 s
+    running = [line for line in lines if "ETA" in line]
+    assert 2 <= len(running) <= 6, lines  # ~1.2 s at one line per 0.5 s: 2 per stage (3 on a slow machine)
+    assert all(re.match(r"\[faith\] test \d/3 ", line) for line in lines), lines
+
+
 @pytest.mark.usefixtures("tty")
 def test_the_run_part_counts_tests_and_estimates_from_finished_ones(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_staged=STAGED.format(n=3, sleep=0.15))
