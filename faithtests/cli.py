@@ -1,4 +1,4 @@
-"""The ``faithtests`` command: compare | merge | render | explain | train-reference.
+"""The ``faithtests`` command: compare | merge | render | explain | history | export | list | train-reference.
 
 User errors (a missing file, bad JSON, a schema mismatch, a bad tolerance) print one line on stderr
 naming the file and exit with status 2; they never show a traceback. ``compare`` gates like the pytest
@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from faithtests.manifest import glossary_terms
+from faithtests.manifest import glossary_aliases, glossary_terms
 from faithtests.plugin.item_report import image_of
 from faithtests.plugin.lifecycle import ReportLock
 from faithtests.protocols import disabled_protocols, manifests
 from faithtests.scorecard.baseline import Comparison, Tolerance, compare
-from faithtests.scorecard.comparison_text import format_comparison
+from faithtests.scorecard.comparison_text import compare_report
 from faithtests.scorecard.family import CONTROLS, run_control
 from faithtests.scorecard.fingerprint import COMPARABLE, refused_mismatches
 from faithtests.scorecard.float_noise import NoiseReport, within_noise
@@ -59,6 +59,9 @@ from faithtests.scorecard.viewer import VIEWER, render_viewer
 EXTERNAL_SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train-reference": ("faithtests.reference.train",
                         "train a bundled reference model (seeded) into fixtures/"),
+    "export": ("faithtests.scorecard.export", "export one run to MLflow (a tracking URI or a local "
+               "directory) and/or an offline W&B run"),
+    "list": ("faithtests.catalog", "the suites, metrics, models and data names this installation knows"),
 }
 
 
@@ -117,25 +120,6 @@ def _write_csv(comparison: Comparison, path: str) -> None:
         raise UsageError(f"--csv {path}: {exc}") from exc
 
 
-def _print_text(args: argparse.Namespace, comparison: Comparison, every: bool) -> None:
-    """The text report: the table, what was compared, the regressions' and missing results' verdicts."""
-    missing = comparison.missing_gated
-    print(f"baseline: {args.a}\ncurrent:  {args.b}")
-    print(format_comparison(comparison, show_unchanged=not args.changed_only, max_flips=args.max_flips))
-    if not every:
-        print("compared the checked metrics only (--all: every metric)")
-    if comparison.regressions:
-        n, tol = len(comparison.regressions), comparison.tolerance
-        print(f"FAIL: {n} regression(s) beyond tolerance {tol}: exit status 1")
-    if missing:
-        tests = sorted({d.test for d in missing})
-        verdict = ("allowed by --allow-missing" if args.allow_missing
-                   else "exit status 1 (--allow-missing if B is a partial selection)")
-        print(f"{'note' if args.allow_missing else 'FAIL'}: {len(missing)} baseline result(s) of "
-              f"{len(tests)} test(s) are missing from B: {', '.join(tests[:5])}"
-              f"{' ...' if len(tests) > 5 else ''}; {verdict}")
-
-
 def _comparable(a: Scorecard, b: Scorecard, names: tuple[str, str], allowed: list[str]) -> None:
     """The pytest gate's comparability rule (``fingerprint.refused_mismatches``): runs of other seeds,
     limits, gates, data or thresholds are refused unless ``--allow-mismatch`` names the fields."""
@@ -173,7 +157,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(comparison.to_json(), indent=1))
     else:
-        _print_text(args, comparison, every)
+        print(compare_report(comparison, (args.a, args.b), every=every, changed_only=args.changed_only,
+                             max_flips=args.max_flips, allow_missing=args.allow_missing))
     if args.json and missing and not args.allow_missing:
         print(f"faithtests compare: {len(missing)} baseline result(s) missing from B: exit status 1",
               file=sys.stderr)
@@ -281,7 +266,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     if not args.metric:
         raise UsageError("name a METRIC (e.g. PR, or PR[color]) or pass --all")
     try:
-        print(explain(args.metric, terms))
+        print(explain(args.metric, terms, glossary_aliases(manifests())))
     except GlossaryError as exc:
         raise UsageError(str(exc)) from None
     return 0
@@ -337,11 +322,6 @@ def _add_external(
         return int(entry(list(args.rest)))
 
     p.set_defaults(func=run)
-
-
-def _add_train_reference(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    module, help_text = EXTERNAL_SUBCOMMANDS["train-reference"]
-    _add_external(subparsers, "train-reference", module, help_text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -404,7 +384,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_render)
 
     p = sub.add_parser("explain", help="what a metric means: its definition, direction, unit and paper")
-    p.add_argument("metric", metavar="METRIC", nargs="?", help="a metric name (a [slice] is ignored)")
+    p.add_argument("metric", metavar="METRIC", nargs="?",
+                   help="a metric name in any case ([slice] ignored), or a name the docs use: DS, LSS, CECS")
     p.add_argument("--all", action="store_true", help="list every defined metric")
     p.add_argument("--scorecard", metavar="REPORT", default=None,
                    help="also use the definitions stored in this report dir or scorecard.json")
@@ -426,7 +407,8 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{', '.join(COMPARABLE)}, or all (default: refused, as the pytest gate does)")
     p.set_defaults(func=_cmd_history)
 
-    _add_train_reference(sub)
+    for name, (module, help_text) in EXTERNAL_SUBCOMMANDS.items():
+        _add_external(sub, name, module, help_text)
     return parser
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from faithtests.config import Option
 from faithtests.data.names import DataName
-from faithtests.scorecard.glossary import GlossaryError, MetricTerm, collect
+from faithtests.scorecard.glossary import GlossaryError, MetricAlias, MetricTerm, collect, collect_aliases
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,8 @@ class Manifest:
     ``training``: ``"module:attribute"`` of its reference-VLM training tasks (task name -> maker), or
     ``None``. ``fixtures``: the module holding its pytest fixtures (registered by the plugin).
     ``glossary``: ``"module:attribute"`` of the :class:`~faithtests.scorecard.glossary.MetricTerm` tuple
-    defining every metric its suites record (``""``: none declared; its metrics show as undefined).
+    defining every metric its suites record, with :class:`~faithtests.scorecard.glossary.MetricAlias`
+    entries for the names the docs and papers use (``""``: none declared; its metrics show as undefined).
     """
 
     name: str
@@ -96,10 +97,10 @@ def unique_options(options: Iterable[Option]) -> tuple[Option, ...]:
     return out
 
 
-def glossary_terms(manifests: Iterable[Manifest]) -> dict[str, MetricTerm]:
-    """Every metric term the manifests declare (their ``glossary``), by name. A name two protocols define
-    differently, or a ``glossary`` that does not name a tuple of :class:`MetricTerm`, is an error."""
-    terms: list[MetricTerm] = []
+def _glossary_entries(manifests: Iterable[Manifest]) -> list[Any]:
+    """Every entry of the manifests' ``glossary`` tuples; one that cannot be loaded, or is no tuple, is an
+    error."""
+    entries: list[Any] = []
     for m in manifests:
         if not m.glossary:
             continue
@@ -111,5 +112,21 @@ def glossary_terms(manifests: Iterable[Manifest]) -> dict[str, MetricTerm]:
         if not isinstance(declared, (tuple, list)):
             raise GlossaryError(f"protocol {m.name!r}: glossary {m.glossary!r} is not a tuple of "
                                 "MetricTerm")
-        terms += declared
-    return collect(terms, "protocol glossaries")
+        entries += declared
+    return entries
+
+
+def glossary_terms(manifests: Iterable[Manifest]) -> dict[str, MetricTerm]:
+    """Every metric term the manifests declare (their ``glossary``), by name. A name two protocols define
+    differently, or a ``glossary`` that does not name a tuple of :class:`MetricTerm` (and
+    :class:`MetricAlias`), is an error."""
+    entries = _glossary_entries(manifests)
+    return collect([e for e in entries if not isinstance(e, MetricAlias)], "protocol glossaries")
+
+
+def glossary_aliases(manifests: Iterable[Manifest]) -> dict[str, MetricAlias]:
+    """Every :class:`MetricAlias` the manifests' glossaries declare, by name (each checked against the
+    declared terms: see :func:`~faithtests.scorecard.glossary.collect_aliases`)."""
+    manifests = list(manifests)
+    aliases = [e for e in _glossary_entries(manifests) if isinstance(e, MetricAlias)]
+    return collect_aliases(aliases, glossary_terms(manifests), "protocol glossaries")

@@ -208,3 +208,16 @@ def test_a_help_text_without_the_group_is_an_error_not_a_pass() -> None:
     with pytest.raises(ValueError) as err:
         help_options("general:\n  -k EXPRESSION\n")
     assert str(err.value) == "pytest --help has no faithtests option group (is the plugin installed?)"
+
+
+def test_the_readme_names_every_model_of_the_default_run() -> None:
+    """Issue 49, item 6: the README named reference:clip and reference:vlm as the default run's models,
+    but reference:omni runs by default too (in the suites whose manifest declares audio)."""
+    from faithtests.plugin.model_spec import DEFAULT_OMNI, DEFAULT_SCORER, DEFAULT_VLM
+    from faithtests.protocols import manifests
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    setup = readme.partition("## Set-up")[2].partition("```")[0]
+    assert all(f"`{m}`" in setup for m in (DEFAULT_SCORER, DEFAULT_VLM, DEFAULT_OMNI)), setup
+    audio = [s for m in manifests() if m.audio for s in m.suites]
+    assert audio and all(s.replace("_", "-") in setup for s in audio), (audio, setup)

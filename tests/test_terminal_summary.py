@@ -172,3 +172,27 @@ def test_a_served_model_says_what_it_was_asked() -> None:
         "endpoint gpt: 1234 request(s) sent; 3 option letter(s) outside its top log-probs, bounded"]
     sc.fingerprint["models"]["gpt"]["endpoint"]["bounded_letters"] = 0
     assert "endpoint gpt: 1234 request(s) sent" in summary_lines(sc, [], None, [])
+
+
+def test_the_verdicts_count_missing_baseline_results() -> None:
+    """Issue 49, item 6: a run that failed the gate on missing baseline results printed "PASS model m: ...,
+    all passed" (and no line at all for a baseline model it lacked). The first line and the verdicts
+    count them now, naming the first few."""
+    from dataclasses import replace
+
+    from faithtests.scorecard.baseline import compare
+
+    sc = _card()
+    gone = [*(_result(f"gone_{k:02d}", "pass") for k in range(12)),
+            replace(_result("e_other", "pass"), model="old")]
+    baseline = Scorecard(tests=[*sc.tests, *(TestRecord(r.test, "s", results=[r]) for r in gone)])
+    comparison = compare(sc, baseline, 0.0)
+    missing = comparison.missing_gated
+    assert len(missing) == 13
+    lines = summary_lines(sc, [], comparison, [], missing=missing)
+    assert "1 failed, 13 baseline result(s) missing" in lines[0]
+    verdicts = {line.split(":")[0]: line for line in lines if " model " in line}
+    assert verdicts["FAIL model old"] == "FAIL model old: 0 check(s), missing baseline result(s) 1: s/e_other"
+    assert "; missing baseline result(s) 12: s/gone_00, " in verdicts["FAIL model m"]
+    assert verdicts["FAIL model m"].endswith("s/gone_09, ... 2 more")
+    assert not any(" model " in x and "missing" in x for x in summary_lines(sc, [], comparison, []))

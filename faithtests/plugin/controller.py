@@ -21,10 +21,10 @@ from faithtests.config import settings as protocol_settings
 from faithtests.manifest import glossary_terms
 from faithtests.plugin import shard
 from faithtests.plugin.item_keys import wants_record
-from faithtests.plugin.lifecycle import ReportLock, missing_message
+from faithtests.plugin.lifecycle import EXIT_STATUS, ReportLock, final_notes, missing_message, none_selected
 from faithtests.plugin.options import FAITH_THRESHOLDS, FaithOptions, get_options
 from faithtests.protocols import manifests
-from faithtests.scorecard.baseline import Comparison, compare
+from faithtests.scorecard.baseline import Comparison, MetricDelta, compare
 from faithtests.scorecard.fingerprint import (
     build_fingerprint,
     dataset_digest,
@@ -37,6 +37,7 @@ from faithtests.scorecard.history_run import run_record
 from faithtests.scorecard.model import TestRecord, test_key
 from faithtests.scorecard.scorecard import Scorecard, atomic_write_text, write_scorecard
 from faithtests.scorecard.summary import summary_lines
+from faithtests.scorecard.text_table import output_width
 
 PROPERTY = "faithtests"  # user_properties name carrying a TestRecord (JSON)
 TEARDOWN_PROPERTY = "faithtests-teardown"  # a teardown error of a recorded test (JSON message)
@@ -79,6 +80,7 @@ class Controller:
         self.models: dict[str, dict[str, dict[str, Any]]] = {}  # worker -> label -> info
         self.scorecard: Scorecard | None = None
         self.comparison: Comparison | None = None
+        self.missing: list[MetricDelta] = []  # the baseline results the gate failed on for not being produced
         self.written: list[Path] = []
         self.notes: list[str] = []
         self.nodeids: dict[str, str] = {}  # key -> node id: two node ids on one key is a usage error
@@ -87,6 +89,8 @@ class Controller:
         self._started = False
         self.lock_error: str | None = None  # the report directory could not be taken: nothing is written
         self._run_fields: dict[str, Any] | None = None
+        self.deselected = 0  # tests -k / -m / --faith-shard deselected (named when nothing was selected)
+        self.session: pytest.Session | None = None  # at sessionfinish: its exit status is the final one
 
     def run_fields(self) -> dict[str, Any]:
         """This run's comparable fingerprint fields (known before any test runs), computed once."""
@@ -118,6 +122,9 @@ class Controller:
                 self.opts.models or self.opts.vlms or self.opts.data or self.opts.baseline
                 or self.opts.report_named):
             self.start_report()
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected += len(items)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.lock.release()
@@ -200,6 +207,7 @@ class Controller:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.session = session
         if not self.records:
             self._nothing_recorded(session)
             return
@@ -240,12 +248,14 @@ class Controller:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _nothing_recorded(self, session: pytest.Session) -> None:
-        if self.baseline is not None and not (self.opts.allow_missing or self.opts.update_baseline):
+        if session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:  # pytest's 5: say what to check
+            self.notes.append(none_selected(self.deselected, self.baseline))
+        elif self.baseline is not None and not (self.opts.allow_missing or self.opts.update_baseline):
             # a gate that compared nothing fails (no scorecard: nothing was recorded)
             n = len(self.baseline.results)
             self.notes.append(f"FAIL: no test of this run recorded results, so none of the baseline's "
                               f"{n} result(s) was compared; pass --faith-allow-missing if this selection "
-                              "is intended; exit status 1")
+                              f"is intended; {EXIT_STATUS}")
             self._failed(session)
 
     def _status(self, session: pytest.Session, exitstatus: int) -> str:
@@ -274,11 +284,12 @@ class Controller:
         if sc.regressions and not self.opts.update_baseline:
             self._failed(session)
             n = len(sc.regressions)
-            self.notes.append(f"FAIL: {n} regression(s) against the baseline: exit status 1")
+            self.notes.append(f"FAIL: {n} regression(s) against the baseline: {EXIT_STATUS}")
         missing = shard.split_missing(self.config, self.comparison.missing_gated, self.notes)  # --faith-shard
         if missing and not (self.opts.allow_missing or self.opts.update_baseline):
             self._failed(session)
             self.notes.extend(missing_message(missing))
+            self.missing = missing
 
     def _update_baseline(self, sc: Scorecard, path: Path, session: pytest.Session, *, complete: bool) -> None:
         refused = self._refusals(sc)
@@ -288,12 +299,14 @@ class Controller:
             kept = "the old one is intact" if path.is_file() else "none was written"
             self.notes.append(f"ERROR: baseline NOT updated, {kept} ({path}): "
                               f"{'; '.join(refused)}; pass --faith-force-update-baseline to write it "
-                              "anyway; exit status 1")
+                              f"anyway; {EXIT_STATUS}")
             if session.exitstatus in (pytest.ExitCode.OK, EXIT_INSUFFICIENT):
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         else:
-            try:
-                self.written.append(write_scorecard(sc, path))
+            from faithtests.plugin.item_report import keep_baseline_log  # lazy: as in _write_items
+
+            try:  # its item log first (the next run's flips): when that fails, nothing is replaced
+                self.written += [*keep_baseline_log(self.written, path), write_scorecard(sc, path)]
             except OSError as exc:  # a full disk or read-only place: say so, still print the summary
                 self._write_failed("the baseline", path, exc, session, " (the old one, if any, is intact)")
                 return
@@ -304,7 +317,7 @@ class Controller:
                       extra: str = "") -> None:
         """One ERROR line naming the file and the system's reason; exit status 1 unless already worse."""
         reason = exc.strerror or str(exc)
-        self.notes.append(f"ERROR: could not write {what} {path}: {reason}{extra}; exit status 1")
+        self.notes.append(f"ERROR: could not write {what} {path}: {reason}{extra}; {EXIT_STATUS}")
         if session.exitstatus in (pytest.ExitCode.OK, EXIT_INSUFFICIENT):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -323,8 +336,8 @@ class Controller:
                               f"(accepted by --faith-allow-insufficient; not a pass): {listed}")
             return
         self.notes.append(f"INSUFFICIENT: {len(short)} check(s) with too little data for a verdict: "
-                          f"{listed}; exit status {EXIT_INSUFFICIENT} unless something failed "
-                          "(--faith-allow-insufficient accepts them)")
+                          f"{listed}; {EXIT_STATUS} ({EXIT_INSUFFICIENT} when nothing else failed; "
+                          "--faith-allow-insufficient accepts them)")
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = EXIT_INSUFFICIENT
 
@@ -410,14 +423,17 @@ class Controller:
             self.notes.append(f"ERROR: item log or viewer failed: {type(exc).__name__}: {exc}")
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        # the notes state the final exit status (``exitstatus`` is the one before sessionfinish hooks ran)
+        self.notes[:] = final_notes(self.notes, self.session.exitstatus if self.session else exitstatus)
         if self.scorecard is None:
             lines = [n for n in self.notes if n.startswith(("FAIL", "ERROR"))]  # nothing recorded
             if not lines:
                 return
         else:
             verbose = config.get_verbosity() > 0
+            width = output_width(terminalreporter.isatty(), config.get_terminal_writer().fullwidth)
             lines = summary_lines(self.scorecard, self.written, self.comparison, self.notes, full=verbose,
-                                  quiet=config.get_verbosity() < 0)
+                                  quiet=config.get_verbosity() < 0, width=width, missing=self.missing)
         terminalreporter.write_sep("=", "faithtests scorecard")
         for line in lines:
             red = line.startswith(("REGRESSION", "ERROR", "FAIL"))

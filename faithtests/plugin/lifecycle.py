@@ -8,6 +8,8 @@
 * :func:`check_comparable`: the baseline's fingerprint against this run's (seed, limit, gate, data
   sets, thresholds): a difference is a usage error unless ``--faith-allow-mismatch`` names the field.
 * :func:`missing_message`: the gate fails when baseline results were not compared (unless allowed).
+* :data:`EXIT_STATUS`: a note's "exit status N" says the run's final status (:func:`final_notes`),
+  whatever a later step changed; :func:`none_selected`: pytest's exit status 5 explained.
 """
 
 from __future__ import annotations
@@ -30,8 +32,11 @@ from faithtests.scorecard.fingerprint import (
     now_iso,
     refused_mismatches,
 )
-from faithtests.scorecard.scorecard import atomic_write_text
+from faithtests.scorecard.scorecard import Scorecard, atomic_write_text
 
+#: Stands for the run's exit status in a note: the terminal summary writes the final one in its place
+#: (:func:`final_notes`), so no note names a status the run does not end with.
+EXIT_STATUS = "exit status {exit}"
 LOCK_NAME = ".faithtests.lock"
 SUPERSEDED = "superseded"
 MAX_LISTED = 10
@@ -171,5 +176,19 @@ def missing_message(missing: list[MetricDelta]) -> list[str]:
              "(missing from this run: a deselected test, a renamed model label or parameter):",
              *listed[:MAX_LISTED], *([f"  ... {more} more test(s)"] if more > 0 else []),
              "pass --faith-allow-missing (ini faith_allow_missing = true) if this selection is intended; "
-             "exit status 1"]
+             + EXIT_STATUS]
     return lines
+
+
+def final_notes(notes: Iterable[str], status: int) -> list[str]:
+    """The notes with :data:`EXIT_STATUS` replaced by ``status`` (the run's final exit status)."""
+    return [note.replace(EXIT_STATUS, f"exit status {int(status)}") for note in notes]
+
+
+def none_selected(deselected: int, baseline: Scorecard | None) -> str:
+    """The note of a run in which pytest selected no test (its exit status 5, "no tests collected")."""
+    what = f" (all {deselected} collected test(s) were deselected)" if deselected else ""  # xdist: not known
+    gate = f"; none of the baseline's {len(baseline.results)} result(s) was compared" if baseline else ""
+    return (f"ERROR: no test selected{what}{gate}: check the -k / -m expression, --faith-shard and the "
+            "paths given (`pytest suites/ --collect-only -q` lists the test ids -k matches against); "
+            + EXIT_STATUS)

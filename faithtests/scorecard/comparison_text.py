@@ -5,6 +5,7 @@ verdict; then the counts, the items behind each regression and the item flips.""
 from __future__ import annotations
 
 from faithtests.scorecard.baseline import Comparison, MetricDelta, test_label
+from faithtests.scorecard.text_table import stdout_width, table
 
 
 def _fmt(x: float | None) -> str:
@@ -17,12 +18,8 @@ def _fmt_delta(x: float | None) -> str:
     return "—" if x is None else ("+" if x >= 0 else "") + _fmt(x)
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
-    out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return out
+#: The columns that wrap when the table is wider than the output: all but the numbers and the direction.
+WRAPPED = (0, 1, 2, 3, 4, 8, 9, 10, 11)
 
 
 def _fmt_ci(ci: tuple[float, float] | None) -> str:
@@ -105,13 +102,36 @@ def _flip_lines(c: Comparison, max_flips: int) -> list[str]:
     return out
 
 
-def format_comparison(c: Comparison, *, show_unchanged: bool = True, max_flips: int = 50) -> str:
+def format_comparison(c: Comparison, *, show_unchanged: bool = True, max_flips: int = 50,
+                      width: int | None = None) -> str:
     """A plain-text report: one row per key (status, test, metric, baseline, current, delta, the delta's
     CI and its basis, the paired counts, and the ``ci`` gate's verdict), the items behind each
     regression, then item flips. The test column tells apart one metric recorded by two tests
-    (``test_x[all]`` records ``PR[type=color]`` once per data set)."""
+    (``test_x[all]`` records ``PR[type=color]`` once per data set). ``width``: fit the lines to it
+    (:mod:`~faithtests.scorecard.text_table`; names wrap in their columns), ``None``: natural widths."""
     shown = [d for d in c.deltas if (show_unchanged or d.status != "unchanged") and d.gated]
     header = ["status", "test", "metric", "model", "variant", "baseline", "current", "delta", "delta 95% CI",
               "basis", "paired", "ci gate", "better"]
-    out = _table(header, [_comparison_row(d) for d in shown])
+    out = table(header, [_comparison_row(d) for d in shown], width, WRAPPED, rule=True)
     return "\n".join(out + _count_lines(c) + _moved_lines(c) + _flip_lines(c, max_flips))
+
+
+def compare_report(c: Comparison, names: tuple[str, str], *, every: bool, changed_only: bool, max_flips: int,
+                   allow_missing: bool) -> str:
+    """``faithtests compare``'s text report: the runs, :func:`format_comparison` fitted to standard
+    output, what was compared, the regressions' and missing results' verdicts."""
+    missing = c.missing_gated
+    out = [f"baseline: {names[0]}\ncurrent:  {names[1]}",
+           format_comparison(c, show_unchanged=not changed_only, max_flips=max_flips, width=stdout_width())]
+    if not every:
+        out.append("compared the checked metrics only (--all: every metric)")
+    if c.regressions:
+        out.append(f"FAIL: {len(c.regressions)} regression(s) beyond tolerance {c.tolerance}: exit status 1")
+    if missing:
+        tests = sorted({d.test for d in missing})
+        verdict = ("allowed by --allow-missing" if allow_missing
+                   else "exit status 1 (--allow-missing if B is a partial selection)")
+        out.append(f"{'note' if allow_missing else 'FAIL'}: {len(missing)} baseline result(s) of "
+                   f"{len(tests)} test(s) are missing from B: {', '.join(tests[:5])}"
+                   f"{' ...' if len(tests) > 5 else ''}; {verdict}")
+    return "\n".join(out)

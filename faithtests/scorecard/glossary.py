@@ -4,7 +4,10 @@ A protocol declares one :class:`MetricTerm` per metric name its suites record (`
 ``glossary`` module, named by its manifest); shared code declares the terms of what it records itself.
 The plugin writes the terms of every recorded metric into the scorecard (``glossary``: base name ->
 :meth:`MetricTerm.to_json`), and the terminal legend, the HTML and ``faithtests explain`` read them back
-with :func:`term_for`. Pure data: no protocol is named here.
+with :func:`term_for`. A protocol's glossary may also hold :class:`MetricAlias` entries: the names the
+README, the docs and the papers use for a metric or a family of them (``DS``, ``LSS``, ``CECS``), which
+``faithtests explain`` accepts, as it accepts any metric name in any case. Pure data: no protocol is named
+here.
 """
 
 from __future__ import annotations
@@ -80,6 +83,28 @@ class MetricTerm:
                           f"  unit:      {self.unit or '-'}", f"  source:    {self.source() or '-'}"])
 
 
+@dataclass(frozen=True)
+class MetricAlias:
+    """Another name for the metrics ``metrics`` (base names declared as terms): the name the README, the
+    docs or a paper use (``DS``, ``LSS``, ``CECS``); ``note`` says how it maps to them."""
+
+    name: str
+    metrics: tuple[str, ...]
+    note: str
+
+    def __post_init__(self) -> None:
+        if not self.name or "[" in self.name or "/" in self.name or not self.metrics:
+            raise GlossaryError(f"metric alias {self.name!r}: a base name naming at least one metric")
+
+    def describe(self) -> str:
+        """The first line of ``faithtests explain ALIAS``: what the name stands for."""
+        return f"{self.name}: {self.note.rstrip('.')}; recorded as {', '.join(self.metrics)}."
+
+
+#: What a protocol's glossary tuple holds (the manifest's ``glossary``).
+GlossaryEntry = MetricTerm | MetricAlias
+
+
 def base_name(metric: str) -> str:
     """The glossary key of a metric as recorded or displayed: ``E_sens``, ``E_sens[color]``,
     ``flip_sensitivity/E_sens[color]`` and ``suite/E_sens[color] (shuffled)`` all give ``E_sens``."""
@@ -99,6 +124,25 @@ def collect(terms: Iterable[MetricTerm], where: str = "") -> dict[str, MetricTer
         if out.setdefault(t.name, t) != t:
             raise GlossaryError(f"metric {t.name!r} is defined twice with different terms"
                                 + (f" ({where})" if where else ""))
+    return out
+
+
+def collect_aliases(aliases: Iterable[MetricAlias], terms: Mapping[str, MetricTerm],
+                    where: str = "") -> dict[str, MetricAlias]:
+    """Aliases by name; an alias that names an undeclared metric, shares a name with a term (in any case)
+    or is declared twice differently is an error."""
+    out: dict[str, MetricAlias] = {}
+    folded = {n.casefold() for n in terms}
+    suffix = f" ({where})" if where else ""
+    for a in aliases:
+        unknown = [m for m in a.metrics if m not in terms]
+        if unknown:
+            raise GlossaryError(f"metric alias {a.name!r} names undeclared metric(s) "
+                                f"{', '.join(unknown)}{suffix}")
+        if a.name.casefold() in folded:
+            raise GlossaryError(f"metric alias {a.name!r} is also a metric's name{suffix}")
+        if out.setdefault(a.name, a) != a:
+            raise GlossaryError(f"metric alias {a.name!r} is defined twice with different metrics{suffix}")
     return out
 
 
@@ -164,13 +208,30 @@ def merge_glossaries(parts: Iterable[Mapping[str, Mapping[str, str]]]) -> dict[s
     return dict(sorted(out.items()))
 
 
-def explain(metric: str, terms: Mapping[str, MetricTerm]) -> str:
-    """The ``faithtests explain METRIC`` text; :class:`GlossaryError` with a did-you-mean for an unknown
-    name."""
-    term = terms.get(base_name(metric))
-    if term is not None:
-        return term.describe()
-    close = did_you_mean(metric, terms)
+def lookup(metric: str, terms: Mapping[str, MetricTerm],
+           aliases: Mapping[str, MetricAlias] | None = None) -> MetricTerm | MetricAlias | None:
+    """What ``metric`` (any decoration, see :func:`base_name`) names: the term of that name, else the one
+    term whose name differs only in case, else the alias of that name in any case; None when nothing."""
+    name = base_name(metric)
+    if name in terms:
+        return terms[name]
+    folded = name.casefold()
+    same = [t for n, t in terms.items() if n.casefold() == folded]
+    if len(same) == 1:
+        return same[0]
+    return next((a for n, a in (aliases or {}).items() if n.casefold() == folded), None)
+
+
+def explain(metric: str, terms: Mapping[str, MetricTerm],
+            aliases: Mapping[str, MetricAlias] | None = None) -> str:
+    """The ``faithtests explain METRIC`` text (an alias: what it stands for, then each metric it names);
+    :class:`GlossaryError` with a did-you-mean for an unknown name."""
+    found = lookup(metric, terms, aliases)
+    if isinstance(found, MetricTerm):
+        return found.describe()
+    if found is not None:
+        return "\n\n".join([found.describe(), *(terms[m].describe() for m in found.metrics if m in terms)])
+    close = did_you_mean(metric, [*terms, *(aliases or {})])
     hint = f"; did you mean {' or '.join(close)}?" if close else "; 'faithtests explain --all' lists them"
     raise GlossaryError(f"no metric {base_name(metric)!r} in the glossary{hint}")
 

@@ -82,7 +82,7 @@ def _cell(p: MetricResult | None) -> dict[str, str]:
     return {"value": num(p.value), "ci": ci, "verdict": p.verdict or "none"}
 
 
-def _row(t: Trend, names: list[str], labels: list[str]) -> dict[str, Any]:
+def _row(t: Trend, names: list[str], labels: list[str], steps: list[int | None]) -> dict[str, Any]:
     r = t.result
     j = t.against[t.first_regression] if t.first_regression is not None else None
     last = "—"
@@ -98,7 +98,7 @@ def _row(t: Trend, names: list[str], labels: list[str]) -> dict[str, Any]:
         "first_regression": (f"{names[t.first_regression]} (vs {names[j]})"
                              if t.first_regression is not None and j is not None else None),
         "last": last, "regressed": t.regressed,
-        "svg": Markup(trend_svg(t, labels)),
+        "svg": Markup(trend_svg(t, labels, steps)),
     }
 
 
@@ -114,9 +114,10 @@ def render_history_html(history: History, title: str = "faithtests history") -> 
     csp = (f"default-src 'none'; img-src data:; style-src 'sha256-{digest}'; script-src 'none'; "
            "base-uri 'none'; form-action 'none'")
     names, labels = run_names(history), [r.run for r in history.runs]
+    steps = [r.step for r in history.runs]  # the plots' x axis: steps where the runs record them
     return env.get_template("history.html.j2").render(
         title=title, csp=csp, css=Markup(css), runs=history.runs, names=names,
-        rows=[_row(t, names, labels) for t in history.trends], regressed=history.regressed,
+        rows=[_row(t, names, labels, steps) for t in history.trends], regressed=history.regressed,
         tolerance=str(history.tolerance), n_failing=sum(t.first_failed is not None for t in history.trends),
         last=names[-1])
 

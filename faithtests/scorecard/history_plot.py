@@ -1,6 +1,7 @@
 """One inline SVG per checked metric of a history: its value in each run with the 95% CI as a band,
 the check's threshold as a dashed line, each point coloured by its check's verdict and the first
-regression against the previous run marked.
+regression against the previous run marked. The x axis names each run by its ``--faith-step`` when the
+runs record one, by its number in the history otherwise, and its title says which (:func:`x_axis`).
 
 Drawn like the scorecard's plots (:mod:`faithtests.scorecard.plot_axes`: the same frame, axes, ticks and
 escaping; presentation attributes only, so the page's Content-Security-Policy forbids inline styles).
@@ -10,6 +11,7 @@ The root element is ``<svg class="trend-plot" data-metric=... data-model=...>``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from faithtests.scorecard.history_trends import Trend
 from faithtests.scorecard.model import Plot
@@ -94,7 +96,7 @@ def _points(f: Frame, trend: Trend, labels: list[str]) -> list[str]:
         verdict = p.verdict or "no check"
         color = VERDICT_COLOR.get(verdict, NO_CHECK)
         ci = f" [{fmt(p.ci[0])}, {fmt(p.ci[1])}]" if p.ci is not None else ""
-        tip = f"#{i + 1} {labels[i]}: {fmt(p.value)}{ci}, {verdict}"
+        tip = f"{labels[i]}: {fmt(p.value)}{ci}, {verdict}"
         x, y = f.px(float(i)), f.py(p.value)
         out.append(f'<circle class="point {esc(verdict)}" cx="{x:.1f}" cy="{y:.1f}" r="4.5" fill="{color}" '
                    f'stroke="#fff" stroke-width="1"><title>{esc(tip)}</title></circle>')
@@ -119,16 +121,31 @@ def _frame(trend: Trend, ys: list[float], los: list[float], his: list[float], la
     return Frame(WIDTH, int(bottom + below), left, TOP, bottom, rng[0], rng[1], -0.5, n - 0.5)
 
 
-def trend_svg(trend: Trend, labels: list[str]) -> str:
-    """The trend of one checked row over the runs named ``labels`` (one per run, in order)."""
+def x_axis(labels: Sequence[str], steps: Sequence[int | None] = ()) -> tuple[list[str], str]:
+    """(the x tick label of each run, the axis title): a run's ``--faith-step`` where the runs record one
+    (``step 1200 · name``), else its number in the history (``#3 name``); the title says which."""
+    steps = list(steps) or [None] * len(labels)
+    ticks = [f"#{i + 1} {label}" if step is None else f"step {step} · {label}"
+             for i, (label, step) in enumerate(zip(labels, steps, strict=True))]
+    if all(s is None for s in steps):
+        return ticks, "run number (no run records a --faith-step; by start time)"
+    if None in steps:
+        return ticks, "--faith-step (#N: the run number of a run without a step)"
+    return ticks, "--faith-step of each run"
+
+
+def trend_svg(trend: Trend, labels: list[str], steps: Sequence[int | None] = ()) -> str:
+    """The trend of one checked row over the runs named ``labels`` (one per run, in order), labelled by
+    their ``steps`` (their ``--faith-step``, None where a run has none; :func:`x_axis`)."""
     r = trend.result
     ys, los, his = _values(trend)
-    ticks = [(float(i), f"#{i + 1} {label}") for i, label in enumerate(labels)]
+    names, x_title = x_axis(labels, steps)
+    ticks = [(float(i), name) for i, name in enumerate(names)]
     f = _frame(trend, ys, los, his, [t for _, t in ticks])
     model = r.model + ("" if r.variant == "base" else f" · {r.variant}")
     title = cut(f"{trend.label} · {model}", int((WIDTH - 16) / text_width("x", 13, bold=True)))
     better = "higher is better" if r.higher_is_better else "lower is better"
-    plot = Plot(trend.label, "line", [], x_label="run (by step, then start time)",
+    plot = Plot(trend.label, "line", [], x_label=x_title,
                 y_label=f"{r.metric} ({better})")
     body = axes(f, plot, ticks, rotate=True)
     body += _band(f, los, his)
@@ -138,7 +155,7 @@ def trend_svg(trend: Trend, labels: list[str]) -> str:
         pts = " ".join(f"{f.px(x):.1f},{f.py(y):.1f}" for x, y in seg)
         body.append(f'<polyline class="trend" points="{pts}" fill="none" stroke="{PALETTE[0]}" '
                     'stroke-width="2"/>')
-    body += _points(f, trend, labels)
+    body += _points(f, trend, names)
     test = r.test.partition("::")[2] or r.test
     head = [f'<text x="8" y="18" font-size="13" font-weight="700"><title>{esc(trend.label)} · {esc(model)}'
             f"</title>{esc(title)}</text>",

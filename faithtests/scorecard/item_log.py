@@ -106,6 +106,14 @@ def item_log_path(path: str | os.PathLike[str]) -> Path:
     return p.parent / ITEM_LOG if p.suffix in (".json", ".html") and not p.is_dir() else p / ITEM_LOG
 
 
+def log_beside(scorecard_file: str | os.PathLike[str]) -> Path:
+    """The item log kept with a scorecard file: ``items.jsonl.gz`` beside a ``scorecard.json`` (a report
+    folder), ``<name>.items.jsonl.gz`` beside a file of another name (a baseline kept as one file, as
+    ``--faith-update-baseline`` writes it), so two such files in one folder never share a log."""
+    p = Path(scorecard_file)
+    return p.parent / ITEM_LOG if p.name == "scorecard.json" else p.with_name(f"{p.stem}.{ITEM_LOG}")
+
+
 def write_item_log(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> int:
     """Write ``rows`` as gzipped JSON lines, atomically (a reader never sees half a log); the number of
     rows. Byte-identical for identical rows (no timestamp in the gzip header)."""

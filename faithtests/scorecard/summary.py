@@ -11,9 +11,13 @@ from faithtests.scorecard.coverage import coverage_line, input_coverage, truncat
 from faithtests.scorecard.glossary import base_name, term_for
 from faithtests.scorecard.model import MetricResult, TestRecord
 from faithtests.scorecard.scorecard import Scorecard
+from faithtests.scorecard.text_table import table
 
 MAX_ROWS = 40
+#: The results table's columns that wrap to fit the output: names and the value's CI (never n or verdict).
+WRAPPED = (0, 1, 2, 3, 4, 5, 6)
 MAX_MOVED_LINES = 10
+MAX_MISSING_NAMED = 10  # missing baseline results named in a verdict line (a -k selection misses hundreds)
 
 
 def _evidence(d: MetricDelta) -> str:
@@ -79,7 +83,8 @@ def rank(r: MetricResult) -> int:
 
 
 def results_table(results: Sequence[MetricResult], *, max_rows: int | None = MAX_ROWS,
-                  datasets: Mapping[str, str] | None = None, show: int = 2) -> list[str]:
+                  datasets: Mapping[str, str] | None = None, show: int = 2,
+                  width: int | None = None) -> list[str]:
     """One row per result: failing, insufficient and inconclusive checks first, then checked passes, then
     unchecked results, each group sorted by suite/dataset/metric/slice/model/variant. ``show``: the last
     :func:`rank` shown (0 problems only, 1 every check, 2 everything); ``max_rows`` cuts what remains.
@@ -97,10 +102,7 @@ def results_table(results: Sequence[MetricResult], *, max_rows: int | None = MAX
         return [hidden] if hidden else []
     header = ["suite", "dataset", "test", "metric", "model", "variant", "value [CI]", "n", "threshold",
               "result", "±detectable"]
-    rows = [_row(r, ds.get(r.test, "")) for r in ordered]
-    widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(header)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
-    out += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    out = table(header, [_row(r, ds.get(r.test, "")) for r in ordered], width, WRAPPED)
     if hidden:
         out.append(f"... {hidden}")
     return out
@@ -135,37 +137,49 @@ def _insufficient_names(model: str, checks: list[MetricResult], stuck: Mapping[s
                     if model in _models_of(t) and not any(r.insufficient for r in t.results)]
 
 
+def _named(names: Sequence[str], limit: int | None = None) -> str:
+    """``N: a, b``: how many, then the names (past ``limit``: the first ``limit`` and how many more)."""
+    more = limit is not None and len(names) > limit
+    shown = [*names[:limit], f"... {len(names) - (limit or 0)} more"] if more else list(names)
+    return f"{len(names)}: {', '.join(shown)}"
+
+
 def _model_line(model: str, results: Sequence[MetricResult], regressions: Sequence[MetricDelta],
-                stuck: Mapping[str, TestRecord]) -> str:
+                stuck: Mapping[str, TestRecord], missing: Sequence[MetricDelta] = ()) -> str:
     checks = [r for r in results if r.passed is not None and r.model == model]
     failed = [_name(r.suite, r.metric, r.slice, r.variant) + (f" ({r.gate_kind})" if r.gate_kind else "")
               for r in checks if r.verdict == "fail"]
     short = _insufficient_names(model, checks, stuck)
     regs = [_name(d.suite, d.metric, d.slice, d.variant) for d in regressions if d.model == model]
-    parts = [f"{what} {len(names)}: {', '.join(names)}" for what, names in
-             (("failed", failed), ("regressed", regs), ("insufficient data", short)) if names]
-    word = "FAIL" if failed or regs else ("INSUFFICIENT" if short else "PASS")
+    lost = [_name(d.suite, d.metric, d.slice, d.variant) for d in missing if d.model == model]
+    parts = [f"{what} {_named(names, limit)}" for what, names, limit in
+             (("failed", failed, None), ("regressed", regs, None),
+              ("missing baseline result(s)", lost, MAX_MISSING_NAMED), ("insufficient data", short, None))
+             if names]
+    word = "FAIL" if failed or regs or lost else ("INSUFFICIENT" if short else "PASS")
     return f"{word} model {model or '-'}: {len(checks)} check(s), {'; '.join(parts) or 'all passed'}"
 
 
 def model_verdicts(results: Sequence[MetricResult], regressions: Sequence[MetricDelta] = (),
-                   tests: Sequence[TestRecord] = ()) -> list[str]:
+                   tests: Sequence[TestRecord] = (), missing: Sequence[MetricDelta] = ()) -> list[str]:
     """One line per model: ``FAIL model reference:vlm: 12 check(s), failed 2: suite_a/metric_x,
-    ...``; FAIL also on a regression against the baseline, INSUFFICIENT (never PASS) when a check or a
-    test of the model had too little data and nothing failed."""
+    ...``; FAIL also on a regression against the baseline or on ``missing`` (the baseline results the
+    gate failed for not being produced: a model of the baseline this run lacks gets its line too),
+    INSUFFICIENT (never PASS) when a check or a test of the model had too little data and nothing failed."""
     stuck = _stuck_tests(tests)
-    models = {r.model for r in results if r.passed is not None} | {d.model for d in regressions}
+    models = {r.model for r in results if r.passed is not None} | {d.model for d in [*regressions, *missing]}
     for t in stuck.values():
         models |= _models_of(t)
-    return [_model_line(model, results, regressions, stuck) for model in sorted(models)]
+    return [_model_line(model, results, regressions, stuck, missing) for model in sorted(models)]
 
 
-def _counts_line(sc: Scorecard, checked: list[MetricResult]) -> str:
+def _counts_line(sc: Scorecard, checked: list[MetricResult], missing: int = 0) -> str:
     failed = sum(r.verdict == "fail" for r in checked)
     short = sum(r.verdict == "insufficient" for r in checked)
     inconclusive = sum(bool(r.inconclusive) for r in checked)
     return (f"{len(sc.tests)} test(s), {len(sc.results)} result(s), {len(checked)} check(s), "
             f"{failed} failed" + (f", {short} insufficient" if short else "")
+            + (f", {missing} baseline result(s) missing" if missing else "")
             + (f", {inconclusive} inconclusive" if inconclusive else ""))
 
 
@@ -183,7 +197,7 @@ def _insufficient_lines(sc: Scorecard, checked: list[MetricResult]) -> list[str]
     return lines
 
 
-def _comparison_lines(sc: Scorecard, comparison: Comparison, full: bool) -> list[str]:
+def _comparison_lines(sc: Scorecard, comparison: Comparison, full: bool, width: int | None) -> list[str]:
     """The baseline comparison: counts, each regression with its evidence, metrics that moved."""
     lines = ["", f"baseline: {sc.baseline} (tolerance {comparison.tolerance}): "
                  f"{len(comparison.regressions)} regression(s), {len(comparison.improvements)} "
@@ -199,7 +213,7 @@ def _comparison_lines(sc: Scorecard, comparison: Comparison, full: bool) -> list
     if len(moved) > MAX_MOVED_LINES:
         lines.append(f"... {len(moved) - MAX_MOVED_LINES} more moved metric(s) (-v lists all)")
     if full:
-        lines += format_comparison(comparison, show_unchanged=False).splitlines()
+        lines += format_comparison(comparison, show_unchanged=False, width=width).splitlines()
     return lines
 
 
@@ -232,31 +246,36 @@ def endpoint_lines(sc: Scorecard) -> list[str]:
 
 
 def summary_lines(sc: Scorecard, written: Sequence[Path], comparison: Comparison | None,
-                  notes: Sequence[str], *, full: bool = False, quiet: bool = False) -> list[str]:
+                  notes: Sequence[str], *, full: bool = False, quiet: bool = False,
+                  width: int | None = None, missing: Sequence[MetricDelta] = ()) -> list[str]:
     """The terminal summary: counts, the results table (failing, insufficient and inconclusive checks
     first, then checked passes, unchecked results only with ``full`` (-v); ``quiet`` (-q) keeps the
     problems only), what the failing metrics mean, input coverage per dataset (non-zero counts),
     coverage failures, the baseline comparison, the notes, a verdict per model, and the report path
-    last."""
+    last. ``width``: the tables fitted to it (:mod:`~faithtests.scorecard.text_table`; ``None``: natural
+    widths); a note or verdict line stays one whole line (what ``grep ERROR`` finds in a log).
+    ``missing``: the baseline results the gate failed on for not being produced, counted on the first line
+    and in the verdicts."""
     lines: list[str] = []
     if sc.status != "complete":
         lines.append(f"status: {sc.status} (partial results)")
     results = sc.results
     checked = [r for r in results if r.passed is not None]
-    lines.append(_counts_line(sc, checked))
+    lines.append(_counts_line(sc, checked, len(missing)))
     if results:
         datasets = {t.test: t.dataset for t in sc.tests}
         lines += results_table(results, max_rows=None if full else MAX_ROWS, datasets=datasets,
-                               show=2 if full else (0 if quiet else 1))
+                               show=2 if full else (0 if quiet else 1), width=width)
     if any(r.inconclusive for r in checked):
         lines.append(INCONCLUSIVE_NOTE)
     lines += legend_lines(sc, checked)
     lines += [coverage_line(c) for c in input_coverage(sc) if c.missing] + truncation_lines(sc)
     lines += _insufficient_lines(sc, checked)
     if comparison is not None:
-        lines += _comparison_lines(sc, comparison, full)
+        lines += _comparison_lines(sc, comparison, full, width)
     lines += list(notes)
     lines += endpoint_lines(sc)
-    lines += model_verdicts(results, comparison.regressions if comparison is not None else (), sc.tests)
+    regressions = comparison.regressions if comparison is not None else []
+    lines += model_verdicts(results, regressions, sc.tests, missing)
     lines.append(f"report: {', '.join(str(p) for p in written) or '(not written)'}")
     return lines

@@ -170,8 +170,9 @@ def _choices(rows: Sequence[Mapping[str, Any]], column: str) -> list[str]:
 def render_viewer(rows: Sequence[Mapping[str, Any]], *,
                   baseline_rows: Sequence[Mapping[str, Any]] | None = None,
                   image_of: ImageOf | None = None, title: str = "faithtests item log",
-                  baseline_label: str | None = None) -> str:
-    """The viewer page of an item log's ``rows`` (and a baseline log's, for the flipped items)."""
+                  baseline_label: str | None = None, baseline_note: str = "") -> str:
+    """The viewer page of an item log's ``rows`` (and a baseline log's, for the flipped items;
+    ``baseline_note``: why a baseline's items are not compared, shown in their place)."""
     env = _environment()
     assets = _assets(env)
     shown, cap = embedded(rows)
@@ -179,6 +180,7 @@ def render_viewer(rows: Sequence[Mapping[str, Any]], *,
     return env.get_template("viewer.html.j2").render(
         title=title, **assets, data=_data_block(shown), n_rows=len(rows), n_shown=len(shown), cap=cap,
         page_rows=PAGE_ROWS, has_baseline=baseline_rows is not None, baseline_label=baseline_label or "",
+        baseline_note=baseline_note,
         flips=flipped, n_flips=n_flips, max_flips=MAX_FLIPS,
         choices={c: _choices(shown, c) for c in ("test", "model", "variant", "outcome")},
         show=show, marked=lambda d: marked_texts({str(k): show(v) for k, v in (d or {}).items()}),

@@ -77,7 +77,9 @@ def _scorecard(pytester: pytest.Pytester, report: str = "faith-report") -> dict[
     return data
 
 
-def test_pass_writes_scorecard_and_summary(pytester: pytest.Pytester) -> None:
+def test_pass_writes_scorecard_and_summary(pytester: pytest.Pytester,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # a log as wide as the table (at 120 its value column wraps)
     _setup(pytester)
     pytester.makepyfile(
         test_other="""
@@ -293,6 +295,28 @@ def test_baseline_gate_and_update(pytester: pytest.Pytester) -> None:
     values = {r["slice"]: r["value"] for r in json.loads(base.read_text())["results"]}
     assert values[None] == pytest.approx(0.82)
     assert _run(pytester, "--faith-baseline", str(base)).ret == 0
+
+
+def test_selecting_nothing_says_what_to_check_with_the_real_exit_status(pytester: pytest.Pytester) -> None:
+    """Issue 49, item 6: a -k that selects nothing exited 5 with no hint, and with --faith-baseline the
+    plugin printed "exit status 1" while pytest exited 5. Every status a note names is the final one."""
+    from faithtests.plugin.lifecycle import EXIT_STATUS, final_notes
+
+    _setup(pytester)
+    base = pytester.path / "base" / "scorecard.json"
+    assert _run(pytester, "--faith-baseline", str(base), "--faith-update-baseline").ret == 0
+    plain = _run(pytester, "-k", "no_such_test")
+    out = plain.stdout.str()
+    assert plain.ret == pytest.ExitCode.NO_TESTS_COLLECTED, out
+    assert "ERROR: no test selected (all 1 collected test(s) were deselected): check the -k / -m " in out
+    assert "`pytest suites/ --collect-only -q`" in out and out.count("exit status 5") == 1
+    gated = _run(pytester, "--faith-baseline", str(base), "-k", "no_such_test")
+    out = gated.stdout.str()
+    assert gated.ret == pytest.ExitCode.NO_TESTS_COLLECTED, out
+    assert "none of the baseline's 2 result(s) was compared" in out and "exit status 5" in out
+    assert "exit status 1" not in out
+    assert final_notes([f"FAIL: 1 regression(s): {EXIT_STATUS}", "note"], 4) == [
+        "FAIL: 1 regression(s): exit status 4", "note"]
 
 
 def test_gpu_marker_autoskip(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,17 +10,20 @@ from pathlib import Path
 import pytest
 
 from faithtests.cli import main
-from faithtests.manifest import Manifest, glossary_terms
+from faithtests.manifest import Manifest, glossary_aliases, glossary_terms
 from faithtests.protocols import manifests
 from faithtests.scorecard.glossary import (
     UNDEFINED,
     GlossaryError,
+    MetricAlias,
     MetricTerm,
     base_name,
     collect,
+    collect_aliases,
     did_you_mean,
     explain,
     for_recorded,
+    lookup,
     merge_glossaries,
     term_for,
 )
@@ -94,7 +97,7 @@ def test_did_you_mean_is_case_insensitive_and_ranked() -> None:
     assert did_you_mean("E_in", names)[:2] == ["E_inv", "E_inv_rel"]
     assert did_you_mean("zzzzzz", names) == []
     with pytest.raises(GlossaryError, match="did you mean TBR"):
-        explain("tbr", {"TBR": TERM})
+        explain("tbx", {"TBR": TERM})
     assert explain("x/TBR[S-Opp]", {"TBR": TERM}).splitlines()[1] == "  direction: lower is better"
 
 
@@ -122,9 +125,39 @@ def test_explain_prints_a_definition(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_explain_unknown_name_exits_2_with_did_you_mean(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["explain", "tbr"]) == 2
-    assert "did you mean TBR?" in capsys.readouterr().err
+    assert main(["explain", "tbx"]) == 2
+    assert "did you mean TBR" in capsys.readouterr().err
+    assert main(["explain", "DSS"]) == 2
+    assert "did you mean DS or " in capsys.readouterr().err  # an alias is suggested too
     assert main(["explain"]) == 2
+
+
+@pytest.mark.parametrize(("name", "metrics"), [
+    ("DS", ["DS_exist", "DS_count"]), ("CECS", ["cecs_window_first", "cecs_mass_max_err", "delta_P_img"]),
+    ("LSS", ["LSS_peak", "LSS_peak_layer", "LSS_window_mean"]),
+    ("HSR", ["HSR_correct_lex", "HSR_correct_rand"]),
+    ("cecs", ["cecs_steered_rate"]), ("tbr", ["TBR"]), ("lss_PEAK[S-Opp]", ["LSS_peak"])])
+def test_explain_accepts_the_names_the_docs_use_in_any_case(name: str, metrics: list[str],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 49, item 6: ``explain DS / CECS / LSS / HSR`` (the README's and the papers' names) exited 2,
+    and ``explain tbr`` did too: every metric each names is explained now."""
+    assert main(["explain", name]) == 0
+    out = capsys.readouterr().out
+    assert all(f"\n{m}: " in f"\n{out}" for m in metrics), out
+
+
+def test_bundled_aliases_name_declared_terms_and_bad_ones_are_refused() -> None:
+    terms = glossary_terms(manifests())
+    aliases = glossary_aliases(manifests())
+    assert {"DS", "CECS", "LSS", "HSR"} <= set(aliases)
+    assert all(m in terms for a in aliases.values() for m in a.metrics)
+    assert isinstance(lookup("ds", terms, aliases), MetricAlias)
+    with pytest.raises(GlossaryError, match="names undeclared metric"):
+        collect_aliases([MetricAlias("X", ("TBR", "nope"), "x")], {"TBR": TERM})
+    with pytest.raises(GlossaryError, match="also a metric's name"):
+        collect_aliases([MetricAlias("tbr", ("TBR",), "x")], {"TBR": TERM})
+    with pytest.raises(GlossaryError):
+        MetricAlias("X", (), "names nothing")
 
 
 def test_explain_all_lists_every_term(capsys: pytest.CaptureFixture[str]) -> None:

@@ -211,6 +211,23 @@ def test_html_page_is_offline_with_one_trend_plot_per_checked_metric(tmp_path: P
     assert '<th class="mono">#1 early</th><th class="mono">#2 late</th>' in page and "Regressed" in page
 
 
+def test_trend_plots_label_runs_by_their_step_and_say_so(tmp_path: Path) -> None:
+    """Issue 49, item 6: the x axis named runs by their number in the history (#1, #2, ...), not by the
+    ``--faith-step`` they record. Steps where the runs have them, run numbers otherwise; the title says."""
+    from faithtests.scorecard.history_plot import x_axis
+
+    page = render_history_html(load_history(_four(tmp_path)[:3]))
+    plots = page.partition('<div id="trend-plots">')[2]
+    assert ">step 10 · ck-10<" in plots and ">step 30 · ck-30<" in plots and ">#1 ck-10<" not in plots
+    assert ">--faith-step of each run<" in plots and "run (by step" not in plots
+    cards = [_card(None, "2026-01-01T00:00:00+00:00", GOOD, name="a"),
+             _card(None, "2026-01-02T00:00:00+00:00", BAD, name="b")]
+    plots = render_history_html(load_history(cards)).partition('<div id="trend-plots">')[2]
+    assert ">#1 a<" in plots and ">#2 b<" in plots and ">run number (no run records a --faith-step" in plots
+    assert x_axis(["a", "b"], [5, None]) == (["step 5 · a", "#2 b"],
+                                             "--faith-step (#N: the run number of a run without a step)")
+
+
 def test_default_run_name_and_report_folder(tmp_path: Path) -> None:
     assert default_run_name(["reference:clip", "reference:vlm"]) == "reference:clip+reference:vlm"
     assert default_run_name(["clip"], seed=3) == "clip-seed3"

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from faithtests.scorecard.glossary import MetricTerm
+from faithtests.scorecard.glossary import GlossaryEntry, MetricAlias, MetricTerm
 
 PAPER = "AC-Bench"
 _CONFLICT = "conflict items (the image's emotion differs from the description's)"
 _CECS = "§5.1, App. D.1"
 
-TERMS: tuple[MetricTerm, ...] = (
+TERMS: tuple[GlossaryEntry, ...] = (
     MetricTerm("P_img", f"Share of {_CONFLICT} where the answer is the image's emotion.",
                "higher", "share of conflict items", PAPER, "Eq. 1"),
     MetricTerm("P_txt", f"Share of {_CONFLICT} where the answer follows the description instead of the "
@@ -56,4 +56,12 @@ TERMS: tuple[MetricTerm, ...] = (
                "higher", "difference of shares", PAPER, "Tables 2, 5"),
     MetricTerm("delta_aligned_acc", "Change in aligned-item accuracy from CECS, paired over the same items.",
                "higher", "difference of shares", PAPER, "Tables 2, 5"),
+    # the names the README and the paper use (faithtests explain LSS / CECS)
+    MetricAlias("LSS", ("LSS_peak", "LSS_peak_layer", "LSS_window_mean"),
+                "the linguistic sink score (AC-Bench Eq. 22) at its peak layer and over the CECS window"),
+    MetricAlias("CECS", ("cecs_window_first", "cecs_window_last", "cecs_mass_max_err",
+                         "cecs_gate_closed_max_logprob_diff", "cecs_gate_closed_max_lss_diff",
+                         "conflict_score_mean", "cecs_steered_rate", "delta_P_img", "delta_aligned_acc"),
+                "the conflict-aware intervention (AC-Bench §5.1): its window, its correctness checks, its "
+                "gate and its effects"),
 )

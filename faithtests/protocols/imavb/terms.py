@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from faithtests.scorecard.glossary import MetricTerm
+from faithtests.scorecard.glossary import GlossaryEntry, MetricAlias, MetricTerm
 
 PAPER = "IMAVB"
 _SPLITS = {
@@ -29,7 +29,7 @@ def _pgla(name: str, sentence: str, direction: str, unit: str = "share of questi
     return MetricTerm(name, sentence, direction, unit, PAPER, "§5, Eqs. 5-6, App. G")
 
 
-TERMS: tuple[MetricTerm, ...] = (
+TERMS: tuple[GlossaryEntry, ...] = (
     *(t for name, what in _SPLITS.items() for t in _split(name, what)),
     MetricTerm("Bal", "Balanced accuracy: the mean of the standard-question and the misleading-question "
                "accuracies, so a model must both answer true premises and reject false ones.",
@@ -94,4 +94,7 @@ TERMS: tuple[MetricTerm, ...] = (
           "questions.", "none", "logits"),
     _pgla("PGLA_hook_max_abs_err", "Largest difference between PGLA applied through the model hook and "
           "the equations applied offline (a correctness check).", "lower", "logits"),
+    MetricAlias("PGLA", ("PGLA_delta_Bal", "PGLA_std_cost", "PGLA_std", "PGLA_mis", "PGLA_identity_folds",
+                         "PGLA_probe_acc", "PGLA_tune_test_gap", "PGLA_beta", "PGLA_hook_max_abs_err"),
+                "the probe-gated logit adjustment (IMAVB §5): its effects, its settings and its checks"),
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from faithtests.scorecard.glossary import MetricTerm
+from faithtests.scorecard.glossary import GlossaryEntry, MetricAlias, MetricTerm
 
 PAPER = "S3E"
 _STATE = "1 - cosine of pre-answer hidden states"
@@ -27,7 +27,7 @@ def _hsr(control: str) -> MetricTerm:
                       "lower", "share of strict-correct items", PAPER, "App. J")
 
 
-TERMS: tuple[MetricTerm, ...] = (
+TERMS: tuple[GlossaryEntry, ...] = (
     MetricTerm("AB_accuracy", "Share of A/B forced choices (true caption vs a meaning-changing foil) where "
                "the model picks the true caption, in one option order.",
                "higher", "share of stress trials", PAPER, "§5.1, Table 6"),
@@ -48,4 +48,6 @@ TERMS: tuple[MetricTerm, ...] = (
     MetricTerm("Delta_lex_margin_matched", "Delta_lex on items matched by answer margin, so a confident and "
                "a hesitant model are compared like for like.",
                "lower", _STATE, PAPER, "Table 8"),
+    MetricAlias("HSR", ("HSR_correct_lex", "HSR_correct_rand"),
+                "the hidden stress rate (S3E Eqs. 6, 16; App. J), per control, on the strict-correct items"),
 )

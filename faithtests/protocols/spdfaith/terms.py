@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from faithtests.scorecard.glossary import MetricTerm
+from faithtests.scorecard.glossary import GlossaryEntry, MetricAlias, MetricTerm
 
 PAPER = "SPD-Faith"
 _PAIRS = "share of image pairs"
@@ -14,7 +14,7 @@ def _delta(name: str, of: str, direction: str) -> MetricTerm:
                       "image pairs.", direction, "difference", PAPER, _SAGE)
 
 
-TERMS: tuple[MetricTerm, ...] = (
+TERMS: tuple[GlossaryEntry, ...] = (
     MetricTerm("contradiction_rate", "Share of image pairs where the model contradicts itself: it answers "
                "'yes' (or 'no') to both 'Are the two pictures the same?' and 'Are they different?'.",
                "lower", _PAIRS, PAPER, "Table 2"),
@@ -63,4 +63,10 @@ TERMS: tuple[MetricTerm, ...] = (
                "none", "pairs", PAPER, "App. A"),
     MetricTerm("edits", "Number of atomic edits of one type (colour, remove, position) over the pairs used.",
                "none", "edits", PAPER, "App. A"),
+    # the names the README and the paper use (faithtests explain DS / SAGE)
+    MetricAlias("DS", ("DS_exist", "DS_count"),
+                "the paper names two quantities DS: §3's rate of noticing that an edited pair differs "
+                "(Tables 3, 10) and App. B.2.1's count tolerance (Eq. 9)"),
+    MetricAlias("SAGE", ("delta_contradiction_rate", "delta_CR", "delta_DS_count", "delta_DRF"),
+                "the SAGE intervention (§5.1, App. E): its effects, paired over the same image pairs"),
 )
