@@ -9,12 +9,15 @@ an image is shown as text, never as a ``src``.
 The first screen answers "ship or not": one banner (SHIP / DO NOT SHIP / INSUFFICIENT DATA, with the
 count of failing checks and regressions), then one verdict row per model/variant naming (and linking)
 every failed, insufficient and inconclusive check and regression
-(:mod:`faithtests.scorecard.render_verdict`), a table filter, then the run's counts, with unusable
-inputs counted once per dataset (:mod:`faithtests.scorecard.coverage`). Then one collapsible section per
-suite (:mod:`faithtests.scorecard.render_sections`), open only when it needs a look: a metric table
-pivoted so each model/variant is a column (every failed check included, each metric name carrying its
-glossary definition), the suite's glossary, slice breakdowns, plots (with the baseline's values when
-there is one), invalid-input counts, test outcomes and exemplars. Sections fold with ``<details>``; the
+(:mod:`faithtests.scorecard.render_verdict`; variants without checks fold into their model's row), a
+table filter, then the run's counts, with unusable inputs a check reads counted once per dataset and
+the counts no check reads folded apart as coverage notes (:mod:`faithtests.scorecard.render_coverage`).
+Then one collapsible section per suite (:mod:`faithtests.scorecard.render_sections`), open only when a
+check or test in it failed, and then on its failing checks and failure exemplars alone: the other
+rows of the metric table (pivoted so each model/variant is a column, each metric name carrying its
+glossary definition), the glossary, slice breakdowns, plots (with the baseline's values when there is
+one), invalid-input counts, test outcomes and the hardest items of passing tests fold, as does the
+fingerprint (issue 49: a failing run's page fits in 5 screens). Sections fold with ``<details>``; the
 filter and the image check are the one inline script, pinned by hash, so the CSP stays strict.
 """
 
@@ -30,11 +33,17 @@ import jinja2
 from markupsafe import Markup
 
 from faithtests.scorecard.baseline import MetricDelta, Tolerance, compare
-from faithtests.scorecard.coverage import coverage_line, input_coverage, truncation_lines
 from faithtests.scorecard.family import run_control
 from faithtests.scorecard.model import GateMode, TestRecord, test_key
+from faithtests.scorecard.render_coverage import split_coverage
 from faithtests.scorecard.render_sections import SuiteView, suite_view
-from faithtests.scorecard.render_verdict import regression_key, regression_rows, ship_banner, verdicts
+from faithtests.scorecard.render_verdict import (
+    fold_unchecked,
+    regression_key,
+    regression_rows,
+    ship_banner,
+    verdicts,
+)
 from faithtests.scorecard.render_views import Key, delta_index, fmt, node_function, slug
 from faithtests.scorecard.scorecard import Scorecard
 
@@ -85,15 +94,17 @@ def _counts(sc: Scorecard, suites: list[SuiteView]) -> dict[str, Any]:
     outcomes: dict[str, int] = defaultdict(int)
     for t in sc.tests:
         outcomes[t.outcome] += 1
-    coverage = input_coverage(sc)
+    coverage = split_coverage(sc)
     return {
         "outcomes": dict(outcomes),
         "checks_passed": sum(s.checks_passed for s in suites),
         "checks_failed": sum(s.checks_failed for s in suites),
         "checks_insufficient": sum(s.checks_insufficient for s in suites),
         "checks_inconclusive": sum(s.checks_inconclusive for s in suites),
-        "invalid_total": sum(c.missing for c in coverage),
-        "coverage": [coverage_line(c) for c in coverage if c.missing] + truncation_lines(sc),
+        "invalid_total": coverage.total,
+        "coverage": coverage.lines,
+        "notes_total": coverage.notes_total,
+        "notes": coverage.notes,
     }
 
 
@@ -145,7 +156,7 @@ def render_html(
         title=title,
         sc=sc,
         suites=suites,
-        verdicts=rows,
+        verdicts=fold_unchecked(rows),
         banner=ship_banner(rows, sc.status, len(sc.regressions)),
         **_assets(env),
         **_counts(sc, suites),
@@ -154,7 +165,7 @@ def render_html(
         has_baseline=baseline is not None,
         missing=comparison.missing if comparison is not None else [],
         max_exemplars=max_exemplars,
-        capped=sum(g.total > len(g.shown) for s in suites for g in s.exemplars),
+        capped=sum(g.capped for s in suites for g in s.exemplars),
         fingerprint=_flatten(sc.fingerprint),
         fmt=fmt,
         slug=slug,

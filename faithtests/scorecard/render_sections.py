@@ -9,13 +9,15 @@ Rules the page keeps (issue 17):
   (zero always in view; each row's own threshold, its verdict's colour and, with a baseline, the
   baseline's value), so metrics of different thresholds or directions never share an axis;
 * exemplars of a passing test are "hardest items", not failures, and a card identical to one shown
-  earlier on the page is counted, not repeated;
+  earlier on the page is counted, not repeated; near-identical cards show once with ×N
+  (:mod:`faithtests.scorecard.render_exemplars`);
+* each plot and glossary line carries its results' flags, so "only flagged" hides those of unflagged
+  rows;
 * invalid-input kinds that counted zero everywhere collapse into one line.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import defaultdict
@@ -26,44 +28,37 @@ from markupsafe import Markup
 
 from faithtests.scorecard.baseline import MetricDelta
 from faithtests.scorecard.glossary import term_for
-from faithtests.scorecard.model import Exemplar, InvalidCount, MetricResult, Plot, TestRecord, test_key
+from faithtests.scorecard.model import InvalidCount, MetricResult, Plot, TestRecord, test_key
 from faithtests.scorecard.plot_dots import DotRow, render_dots
 from faithtests.scorecard.plots import ThresholdLine, render_plot
+from faithtests.scorecard.render_exemplars import ExemplarGroup, exemplar_groups
 from faithtests.scorecard.render_views import (
     Column,
     Key,
     Row,
     build_rows,
-    fmt,
     metric_label,
     row_anchor,
     row_labels,
     slug,
     strip_file,
 )
-from faithtests.scorecard.word_diff import marked_texts  # the flipped word of a flip, in <mark>
-
-_DATA_URI = re.compile(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+={0,2}")
 
 
-@dataclass
-class ExemplarView:
-    reason: str
-    column: str
-    texts: dict[str, str]
-    scores: dict[str, str]
-    images: list[tuple[str, str]]  # (data URI, alt)
-    image_notes: list[str]
+@dataclass(frozen=True)
+class PlotView:
+    """A plot and what the table filter's "only flagged" reads: its results' flags ("" when none)."""
+
+    svg: Markup
+    flags: str = ""
 
 
-@dataclass
-class ExemplarGroup:
-    test: str
-    failed: bool  # the test failed: these are failure exemplars; else the hardest items of a pass
-    shown: list[ExemplarView]
-    total: int  # distinct cards of this test not shown earlier on the page
-    repeated: int = 0  # cards identical to ones shown under an earlier test
-    repeated_from: list[str] = field(default_factory=list)
+def result_flags(results: list[MetricResult], broken: bool = False) -> str:
+    """``fail insufficient inconclusive``, as a flagged table row says (``broken``: a test that did not
+    pass, flagged "fail"); "" when none applies."""
+    return " ".join(f for f, hit in (("fail", broken or any(r.verdict == "fail" for r in results)),
+                                     ("insufficient", any(r.verdict == "insufficient" for r in results)),
+                                     ("inconclusive", any(bool(r.inconclusive) for r in results))) if hit)
 
 
 @dataclass
@@ -73,7 +68,7 @@ class SuiteView:
     columns: list[Column]
     rows: list[Row]
     slice_groups: list[tuple[str, list[Row]]]
-    plots: list[Markup]
+    plots: list[PlotView]
     invalid: list[tuple[str, str, InvalidCount]]  # (test, column label, count): the non-zero ones
     invalid_zero: list[str]  # "missing image (6 tests)": kinds that counted zero everywhere
     tests: list[TestRecord]
@@ -89,11 +84,19 @@ class SuiteView:
 
     @property
     def flagged(self) -> bool:
-        """A failing or insufficient check, or a test that did not pass: the section opens by default. A
-        passing suite (inconclusive passes included: the verdict table links them) folds to its summary
-        line, which keeps the page short."""
-        return bool(self.checks_failed or self.checks_insufficient
-                    or set(self.outcomes) - {"passed", "skipped"})
+        """A failing check or a test that failed or errored: the section opens by default. Any other
+        suite (insufficient and inconclusive checks included: the verdict table links them, and a link
+        opens the section) folds to its summary line, which keeps the page short."""
+        return bool(self.checks_failed or self.outcomes.get("failed") or self.outcomes.get("error"))
+
+    @property
+    def failing_rows(self) -> list[Row]:
+        """The main table's failing rows: open in a flagged suite; the other rows fold below them."""
+        return [r for r in self.rows if r.failed]
+
+    @property
+    def other_rows(self) -> list[Row]:
+        return [r for r in self.rows if not r.failed]
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,7 @@ class Term:
     anchor: str
     sentence: str  # "" when the scorecard's glossary has no definition for it
     detail: str  # "lower is better; share of items; AC-Bench Eq. 3"
+    flags: str = ""  # its results' flags (fail, insufficient, inconclusive): the filter keeps it
 
 
 def _terms(name: str, results: list[MetricResult], glossary: Mapping[str, Mapping[str, str]]
@@ -112,7 +116,9 @@ def _terms(name: str, results: list[MetricResult], glossary: Mapping[str, Mappin
     for metric in sorted({r.metric for r in results}):
         term = term_for(metric, glossary)
         detail = "" if term is None else "; ".join(p for p in (term.better, term.unit, term.source()) if p)
-        out.append(Term(metric, slug("g-", name, metric), "" if term is None else term.sentence, detail))
+        flags = result_flags([r for r in results if r.metric == metric])
+        out.append(Term(metric, slug("g-", name, metric), "" if term is None else term.sentence, detail,
+                        flags))
     return out
 
 
@@ -134,7 +140,7 @@ def _plot_thresholds(plot: Plot, checked: list[MetricResult]) -> list[ThresholdL
     return list(out.values())[:4]
 
 
-def _test_plots(t: TestRecord, base: TestRecord | None) -> list[Markup]:
+def _test_plots(t: TestRecord, base: TestRecord | None) -> list[PlotView]:
     """The test's own plots, each with the baseline run's plot of the same title drawn into it."""
     checked = [r for r in t.results if r.threshold is not None and r.op is not None]
     dataset = str(getattr(t, "dataset", "") or "")
@@ -144,8 +150,9 @@ def _test_plots(t: TestRecord, base: TestRecord | None) -> list[Markup]:
         titled = replace(p, title=f"{p.title} · {dataset}") if dataset and dataset not in p.title else p
         bp = base_plots.get(p.title)
         sub = strip_file(t.test) + (" · dashed/◇: baseline" if bp is not None else "")
-        out.append(Markup(render_plot(titled, subtitle=sub, thresholds=_plot_thresholds(p, checked),
-                                      baseline=bp)))
+        out.append(PlotView(Markup(render_plot(titled, subtitle=sub, thresholds=_plot_thresholds(p, checked),
+                                               baseline=bp)),
+                            result_flags(t.results, t.outcome in ("failed", "error"))))
     return out
 
 
@@ -178,7 +185,7 @@ def _dot_row(label: str, r: MetricResult, deltas: dict[Key, MetricDelta] | None)
 
 def _auto_chart(suite: str, chart: _Chart, cats: list[tuple[str, str]],
                 by_cat: dict[_Cat, dict[Column, MetricResult]], columns: list[Column], kind: str,
-                deltas: dict[Key, MetricDelta] | None) -> Markup:
+                deltas: dict[Key, MetricDelta] | None) -> PlotView:
     """One metric's rows, a row per (test[slice], model): a bar per value would hide zero and waste space."""
     metric, hib = chart
     used = [c for c in columns if any(c in by_cat[(metric, t, s)] for t, s in cats)]
@@ -196,64 +203,19 @@ def _auto_chart(suite: str, chart: _Chart, cats: list[tuple[str, str]],
     note = f"{kind} metric; dot: value (verdict colour), whisker: 95% CI"
     if deltas is not None:
         note += "; diamond: baseline"
-    return Markup(render_dots(f"{suite}: {metric} per model ({direction})", rows, subtitle=note,
-                              x_label=metric))
+    shown = [r for t, s in cats for r in by_cat[(metric, t, s)].values()]
+    return PlotView(Markup(render_dots(f"{suite}: {metric} per model ({direction})", rows, subtitle=note,
+                                       x_label=metric)), result_flags(shown))
 
 
 def _auto_plots(suite: str, results: list[MetricResult], columns: list[Column],
-                labels: dict[str, str], deltas: dict[Key, MetricDelta] | None) -> list[Markup]:
+                labels: dict[str, str], deltas: dict[Key, MetricDelta] | None) -> list[PlotView]:
     """One dot/row chart per checked metric (per unchecked metric when nothing is checked): a row per
     test (and slice) and model, each with its own threshold tick and, with a baseline, its value."""
     checked = [r for r in results if r.threshold is not None and r.op is not None]
     by_cat, charts = _charts(checked or [r for r in results if r.slice is None], labels)
     kind = "checked" if checked else "recorded"
     return [_auto_chart(suite, chart, cats, by_cat, columns, kind, deltas) for chart, cats in charts.items()]
-
-
-def _image(uri: str | None, alt: str, max_chars: int, notes: list[str]) -> tuple[str, str] | None:
-    if uri is None:
-        return None
-    if len(uri) > max_chars:
-        notes.append(f"{alt}: thumbnail of {len(uri) // 1024} KiB left out (over {max_chars // 1024} KiB)")
-        return None
-    if not _DATA_URI.fullmatch(uri):
-        notes.append(f"{alt}: not an inline image (left out to keep the page offline): {uri[:80]}")
-        return None
-    return uri, alt
-
-
-def _exemplar_view(e: Exemplar, max_chars: int) -> ExemplarView:
-    notes: list[str] = []
-    imgs = [
-        im
-        for im in (_image(e.image, "image", max_chars, notes), _image(e.image_b, "image B", max_chars, notes))
-        if im is not None
-    ]
-    return ExemplarView(e.reason, Column(e.model, e.variant).label, marked_texts(e.texts),
-                        {k: fmt(v) for k, v in e.scores.items()}, imgs, notes)
-
-
-def exemplar_groups(tests: list[TestRecord], seen: dict[str, str], max_exemplars: int,
-                    max_image_chars: int) -> list[ExemplarGroup]:
-    """Exemplar groups of a suite's tests; ``seen`` (card JSON -> test that showed it) spans the page."""
-    out = []
-    for t in tests:
-        if not t.exemplars:
-            continue
-        fresh: list[Exemplar] = []
-        repeated_from: dict[str, None] = {}
-        for e in t.exemplars:
-            key = json.dumps(e.to_json(), sort_keys=True)
-            if key in seen:
-                repeated_from[seen[key]] = None
-            else:
-                seen[key] = strip_file(t.test)
-                fresh.append(e)
-        out.append(ExemplarGroup(
-            strip_file(t.test), t.outcome in ("failed", "error"),
-            [_exemplar_view(e, max_image_chars) for e in fresh[:max_exemplars]], len(fresh),
-            len(t.exemplars) - len(fresh), [k for k in repeated_from if k != strip_file(t.test)]))
-    return out
 
 
 def _invalid(tests: list[TestRecord]) -> tuple[list[tuple[str, str, InvalidCount]], list[str]]:

@@ -42,6 +42,9 @@ class Verdict:
     regressions: list[Link] = field(default_factory=list)
     broken_tests: list[Link] = field(default_factory=list)  # failed/errored tests without a failed check
     insufficient: list[Link] = field(default_factory=list)  # checks and tests with too little data
+    model: str = ""
+    variant: str = "base"
+    unchecked: list[str] = field(default_factory=list)  # the model's variants without checks, folded in
 
     @property
     def status(self) -> str:
@@ -78,7 +81,8 @@ class _Columns(dict[Column, Verdict]):
 
     def get_or_add(self, col: Column) -> Verdict:
         if col not in self:
-            self[col] = Verdict(col.label, slug("v-", col.model, col.variant))
+            self[col] = Verdict(col.label, slug("v-", col.model, col.variant), model=col.model,
+                                variant=col.variant)
         return self[col]
 
 
@@ -139,6 +143,25 @@ def verdicts(
             Link(metric_label(key[3], key[4] or None), anchors.get(key, ""), strip_file(key[0])))
     return [by_col[c] for c in sorted(by_col, key=lambda c: (c.model == "", c.model, c.variant != "base",
                                                              c.variant))]
+
+
+def fold_unchecked(rows: list[Verdict]) -> list[Verdict]:
+    """The verdict rows with each variant that has no checks (NO CHECKS: a CECS or SAGE run recorded for
+    a diagnostic) folded into its model's first row with a verdict ("+3 variants recorded without
+    checks"); a model whose every row has none keeps its first. Order kept; the banner is unchanged (a
+    row without checks counts nothing)."""
+    by_model: dict[str, list[Verdict]] = defaultdict(list)
+    for v in rows:
+        by_model[v.model].append(v)
+    out = []
+    for v in rows:
+        group = by_model[v.model]
+        host = next((x for x in group if x.status != "none"), group[0])
+        if v is host:
+            v.unchecked = [x.variant for x in group if x.status == "none" and x is not host]
+        if v is host or v.status != "none":
+            out.append(v)
+    return out
 
 
 def _float(v: object) -> float | None:

@@ -8,10 +8,14 @@ executed), so the page opens from ``file://``. Stable hooks for browser tests: t
 whose outcome differs between the baseline's log and this run's, side by side, with thumbnails of the
 first :data:`MAX_THUMBS` of them (rendered by the caller's ``image_of``; small PNG data URIs).
 
-Bounded: at most :data:`MAX_ROWS` rows are embedded, shared between the tests' item groups with each
-group's failed and invalid items first (:func:`embedded`; the page says how many the log holds beyond);
-the script shows :data:`PAGE_ROWS` matching rows at a time; at most :data:`MAX_FLIPS` flipped items are
-listed, the first :data:`MAX_THUMBS` with thumbnails.
+Bounded: at most :data:`MAX_ROWS` rows are embedded (every row of the default run), shared between the
+tests' item groups with each group's failed and invalid items first (:func:`embedded`; the page says how
+many the log holds beyond), long strings repeated across rows stored once (:func:`interned`). The script
+pages through every embedded row, :data:`PAGE_ROWS` at a time (``#viewer-prev``, ``#viewer-next``,
+``#viewer-page``), the failed and invalid items first (``#viewer-flagged`` keeps only those); a click on a
+column header (``th[data-col]``) sorts by it, again reverses; a click on a row shows all its fields in
+``#viewer-detail``. At most :data:`MAX_FLIPS` flipped items are listed, the first :data:`MAX_THUMBS`
+with thumbnails.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from __future__ import annotations
 import base64
 import io
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +34,10 @@ from faithtests.scorecard.html import _csp_hash, _environment
 from faithtests.scorecard.word_diff import marked_texts
 
 VIEWER = "items.html"
-MAX_ROWS = 15_000
-PAGE_ROWS = 500
+MAX_ROWS = 50_000
+PAGE_ROWS = 200
+MIN_INTERN = 12
+REF = "\u2063"  # marks a reference into the data block's string table (an invisible separator)
 MAX_FLIPS = 300
 MAX_THUMBS = 48
 THUMB_SIDE = 64
@@ -138,16 +145,51 @@ def embedded(rows: Sequence[Mapping[str, Any]], limit: int = MAX_ROWS) -> tuple[
     return out, cap
 
 
+def _strings(v: Any) -> Iterator[str]:
+    if isinstance(v, str):
+        yield v
+    elif isinstance(v, Mapping):
+        for x in v.values():
+            yield from _strings(x)
+    elif isinstance(v, list):
+        for x in v:
+            yield from _strings(x)
+
+
+def interned(values: Sequence[Any]) -> tuple[list[str], Callable[[Any], Any]]:
+    """The string table of ``values`` (every string of at least :data:`MIN_INTERN` characters that occurs
+    twice or more: a caption shown to every model, a reply given to many items) and the encoder that
+    writes such a string as ``REF`` + its index (a string that starts with ``REF`` gets a second one);
+    the viewer's script decodes it."""
+    counts = Counter(s for v in values for s in _strings(v) if len(s) >= MIN_INTERN)
+    table = [s for s, n in counts.items() if n > 1]
+    index = {s: i for i, s in enumerate(table)}
+
+    def enc(v: Any) -> Any:
+        if isinstance(v, str):
+            return f"{REF}{index[v]}" if v in index else (REF + v if v.startswith(REF) else v)
+        if isinstance(v, Mapping):
+            return {k: enc(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [enc(x) for x in v]
+        return v
+
+    return table, enc
+
+
 def _data_block(rows: Sequence[Mapping[str, Any]]) -> Markup:
     """Rows in a JSON data block, the labels of each (suite, test, model, variant, metric, slice) group
-    stored once; ``<``, ``>`` and ``&`` escaped so no text can close the script tag."""
+    stored once and repeated long strings of the inputs and outputs once (:func:`interned`); ``<``,
+    ``>`` and ``&`` escaped so no text can close the script tag."""
     groups: dict[tuple[Any, ...], int] = {}
+    strings, enc = interned([v for r in rows for v in (r.get("inputs"), r.get("output"))])
     packed = []
     for r in rows:
         g = groups.setdefault(tuple(r.get(c) for c in _COLUMNS[:6]), len(groups))
-        packed.append([g, r.get("item"), r.get("inputs"), r.get("output"), outcome_text(r.get("outcome")),
-                       r.get("invalid")])
-    data = {"columns": list(_COLUMNS), "groups": [list(g) for g in groups], "rows": packed}
+        packed.append([g, enc(r.get("item")), enc(r.get("inputs")), enc(r.get("output")),
+                       outcome_text(r.get("outcome")), enc(r.get("invalid"))])
+    data = {"columns": list(_COLUMNS), "groups": [list(g) for g in groups], "strings": strings,
+            "rows": packed}
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 

@@ -82,7 +82,8 @@ def test_scorecard_renders_in_chromium_without_console_errors(chromium: str, tmp
     page.write_text(html, encoding="utf-8")
     dom, console = _dump_dom(chromium, page, tmp_path / "profile")
     assert console == []
-    assert dom.count('<table class="metrics main filterable">') == 2
+    # lgip's failing checks (open) and its other rows (folded), premise's one table
+    assert dom.count('<table class="metrics main filterable">') == 3
     assert dom.count('<table class="metrics slices filterable">') == 1
     assert '<table class="invalid filterable">' in dom and '<table class="fingerprint filterable">' in dom
     n_img = len(re.findall(r"<img ", html))
@@ -213,6 +214,12 @@ window.addEventListener("load", function () {
     box.value = ""; box.dispatchEvent(new Event("input"));
     flag.checked = true; flag.dispatchEvent(new Event("change"));
     out.flagged = visible().map(function (r) { return r.hasAttribute("data-flags"); });
+    // plots, exemplar groups and glossary lines still shown: only flagged ones (those of flagged rows)
+    out.extras = document.querySelectorAll("div.plot-box, .exemplar-group, dl.glossary > div").length;
+    out.extrasShown = Array.prototype.filter.call(
+      document.querySelectorAll("div.plot-box, .exemplar-group, dl.glossary > div"),
+      function (x) { return !x.closest("[hidden]"); })
+      .map(function (x) { return x.hasAttribute("data-flags"); });
     flag.checked = false; flag.dispatchEvent(new Event("change"));
     out.restored = visible().length;
   }
@@ -262,6 +269,7 @@ def test_banner_glossary_and_table_filter_in_chromium(chromium: str, tmp_path: P
     assert 0 < len(found["wordRows"]) < found["all"] and all(found["wordRows"])
     assert found["count"] == f"{len(found['wordRows'])} of {found['all']} rows shown"
     assert 0 < len(found["flagged"]) < found["all"] and all(found["flagged"])
+    assert 0 < len(found["extrasShown"]) < found["extras"] and all(found["extrasShown"])  # unflagged: hidden
     assert found["restored"] == found["all"]
 
 

@@ -170,8 +170,9 @@ def test_baseline_deltas_are_direction_aware() -> None:
         )
     )
     html = render_html(current, base, baseline_label="out/ckpt-0410")
-    rows = tables(suite_html(html, "lgip"), "metrics main")[0]
-    e_inv, e_sens = rows[1], rows[3]  # rows[2] is the failing slice check E_inv[colour]
+    # the failing slice check E_inv[colour] is in the open "Failing checks" table, the rest fold below it
+    rows = [r for t in tables(suite_html(html, "lgip"), "metrics main") for r in t[1:]]
+    e_inv, e_sens = (next(r for r in rows if r[1].split()[0] == m) for m in ("E_inv", "E_sens"))
     assert "Δ +0.02 (baseline 0.030)" in e_inv[3]  # 0.05 - 0.03: worse for a lower-is-better metric
     assert "Δ -0.09 (baseline 0.700)" in e_sens[3]  # 0.61 - 0.70: worse for a higher-is-better metric
     assert "Δ +0 (baseline 0.140)" in e_inv[2]

@@ -8,14 +8,17 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+from typing import Any
 
 import pytest
 from _sample_scorecard import CLIP, OC, sample_scorecard, sample_with_regressions
 from test_render import suite_html, tables
 
 from faithtests.scorecard.html import render_html
+from faithtests.scorecard.kinds import NONFINITE
 from faithtests.scorecard.model import InvalidCount, MetricResult, Plot, Series, TestRecord
 from faithtests.scorecard.plots import ThresholdLine, render_plot, text_width
+from faithtests.scorecard.render_coverage import split_coverage, touches_check
 from faithtests.scorecard.scorecard import Scorecard
 
 NS = "{http://www.w3.org/2000/svg}"
@@ -98,17 +101,52 @@ def test_zero_invalid_kinds_collapse_into_one_line() -> None:
     assert "Counted, none found: missing image (3 tests), tie (3 tests)." in html
 
 
+def _checked_test(name: str, **kw: Any) -> TestRecord:
+    """A test with one checked result (model "m"): the invalid counts it records touch a verdict."""
+    r = MetricResult("s", name, "acc", 0.9, model="m", n=47, threshold=0.5, op=">=", passed=True)
+    return TestRecord(name, "s", results=[r], **kw)
+
+
 def test_header_counts_each_missing_input_once_per_dataset() -> None:
-    recs = [TestRecord(f"s.py::test_{k}[sugarcrepe-m]", "s", dataset="sugarcrepe",
-                       invalid=[InvalidCount("missing image", 7300, 7347)]) for k in "abc"]
+    recs = [_checked_test(f"s.py::test_{k}[sugarcrepe-m]", dataset="sugarcrepe",
+                          invalid=[InvalidCount("missing image", 7300, 7347)]) for k in "abc"]
     html = render_html(Scorecard(tests=recs)).replace("\n", "")
     assert "Invalid inputs</th><td>7300 <span" in html  # not 3 x 7300
     assert "coverage sugarcrepe: 7300 of 7347 inputs missing image (99.4%)" in html
+    assert '<details class="coverage-notes">' not in html
+
+
+def test_counts_no_check_reads_are_folded_notes_apart_from_the_header_count() -> None:
+    """A diagnostic's counts (no checked result for its model/variant: a prompt not applicable, an
+    unparseable verdict of an ungated variant) are notes; a count a check reads stays in the header."""
+    na = TestRecord("s.py::test_variant[world-m-A6]", "s", dataset="world",
+                    results=[MetricResult("s", "s.py::test_variant[world-m-A6]", "Bal", 0.5, model="m")],
+                    invalid=[InvalidCount("A6 not applicable", 400, 400, model="m"),
+                             InvalidCount("unparseable A5 verdict", 400, 400, model="m")])
+    gated = _checked_test("s.py::test_acc[world-m]", dataset="world",
+                          invalid=[InvalidCount("tied top logit", 3, 400, model="m")])
+    other_variant = _checked_test("s.py::test_acc2[world-m]", dataset="world",
+                                  invalid=[InvalidCount("unparseable claim", 5, 50, model="m",
+                                                        variant="sage")])
+    split = split_coverage(Scorecard(tests=[na, gated, other_variant]))
+    assert split.total == 3 and split.lines == ["coverage world: 3 of 400 inputs tied top logit (0.8%)"]
+    assert split.notes_total == 805 and len(split.notes) == 3
+    assert touches_check(gated, gated.invalid[0])
+    assert not touches_check(other_variant, other_variant.invalid[0])
+    nonfinite = InvalidCount(NONFINITE, 1, 400, model="m")
+    assert touches_check(na, nonfinite)  # a fatal kind is never a note
+    html = render_html(Scorecard(tests=[na, gated, other_variant])).replace("\n", "")
+    assert "Invalid inputs</th><td>3 <span" in html
+    notes = html[html.index('<details class="coverage-notes">'):]
+    assert notes.index("3 coverage note(s) no check reads") < notes.index("A6 not applicable (100.0%)")
 
 
 def test_sections_fold_without_a_new_script(failing_html: str) -> None:
     assert failing_html.count('<details class="suite" id="') == 2
-    assert re.search(r'<details class="part" open><summary><h3>Metrics</h3></summary>', failing_html)
+    assert re.search(r'<details class="part" open><summary><h3>Failing checks \(\d+\)</h3></summary>',
+                     failing_html)
+    assert re.search(r'<details class="part"><summary><h3>Other metrics \(\d+\)</h3></summary>', failing_html)
+    assert re.search(r'<details class="part"><summary><h3>Plots \(\d+\)</h3></summary>', failing_html)
     assert re.search(r'<details class="part"><summary><h3>Tests \(2\)</h3></summary>', failing_html)
     assert failing_html.count("<script") == 1
 
