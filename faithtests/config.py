@@ -106,6 +106,9 @@ def foreign_option(config: pytest.Config, dest: str, default: Any = None) -> Any
 class RunConfig:
     data: Mapping[str, Path] = field(default_factory=dict)  # --faith-data NAME=PATH, resolved
     limit: int | None = None  # --faith-limit: at most N items per dataset
+    scale: int = 1  # --faith-profile full: the suites' own sizes times this (never past --faith-limit)
+    #: protocol -> its own limit (``None``: none) where a profile sets one apart from ``limit``
+    limits: Mapping[str, int | None] = field(default_factory=dict)
     seed: int = 0  # --faith-seed: item sampling and bootstrap
     cache: Path | None = None  # --faith-cache: persistent outputs (and generated data) of this run
     answer_mode: str = "auto"  # --faith-answer-mode: how models answer multiple-choice prompts
@@ -117,9 +120,11 @@ class RunConfig:
         """The parsed value of a protocol's ``option`` in this run."""
         return self.protocol[option.name]
 
-    def capped(self, n: int) -> int:
-        """``n`` items, or fewer under ``--faith-limit``."""
-        return min(n, self.limit) if self.limit else n
+    def capped(self, n: int, protocol: str | None = None) -> int:
+        """A suite's ``n`` items, times :attr:`scale` (``--faith-profile full``), or fewer under
+        ``--faith-limit`` (or ``protocol``'s own limit in :attr:`limits`)."""
+        limit = self.limits.get(protocol, self.limit) if protocol is not None else self.limit
+        return min(n * self.scale, limit) if limit else n * self.scale
 
 
 #: ``--faith-answer-mode``: ``auto`` scores the option letters where the model gives their

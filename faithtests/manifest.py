@@ -53,6 +53,10 @@ class Manifest:
     glossary: str = ""  # "module:attribute" of its MetricTerm tuple (faithtests.scorecard.glossary)
     #: Its suites put audio in prompts: a run naming no model adds the bundled omni reference to them.
     audio: bool = False
+    #: Its own ``--faith-limit`` under a ``--faith-profile`` (profile -> {key: limit}, ``None``: full size)
+    #: where the profile's limit would leave one of its checks without a verdict on the good references;
+    #: a key is what its fixtures pass to ``RunConfig.capped`` (its name, or a part of it: ``imavb-clips``).
+    profile_limits: Mapping[str, Mapping[str, int | None]] = field(default_factory=dict)
 
 
 def load_attr(ref: str) -> Any:

@@ -97,7 +97,8 @@ class Controller:
         if self._run_fields is None:
             files = self.config.stash[FAITH_THRESHOLDS].files
             self._run_fields = {
-                "seed": self.opts.seed, "limit": self.opts.limit, "gate": self.opts.gate,
+                "seed": self.opts.seed, "limit": self.opts.limit, "profile": self.opts.profile,
+                "gate": self.opts.gate,
                 "data": {k: {"path": str(v), **dataset_digest(v)} for k, v in sorted(self.opts.data.items())},
                 "thresholds_sha256": thresholds_digest(files), "answer_mode": self.opts.answer_mode,
             }
@@ -203,7 +204,8 @@ class Controller:
             limit=self.opts.limit,
             data=self.run_fields()["data"],
             answer_mode=self.run_fields()["answer_mode"],
-        ) | shard.fingerprint(self.config) | {"settings": protocol_settings(self.config)}
+        ) | shard.fingerprint(self.config) | {"settings": protocol_settings(self.config),
+                                               "profile": self.opts.profile}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

@@ -13,6 +13,7 @@ which has no policy of its own, uses 1 (:func:`ray_threads`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -226,6 +227,32 @@ DATA = Option("faith_data", "dataset location NAME=PATH; repeatable; NAME is one
               metavar="NAME=PATH", section="data")
 LIMIT = Option("faith_limit", "use at most N items per dataset (quick runs)", "", parse=_limit, metavar="N",
                section="data")
+@dataclass(frozen=True)
+class Profile:
+    """Named run sizes (``--faith-profile``): a ``--faith-limit`` and a factor on the suites' own sizes;
+    a protocol may keep another limit under a profile (its manifest's ``profile_limits``)."""
+
+    limit: int | None = None
+    scale: int = 1
+
+
+#: quick: the smallest limit at which every check of the good references gets a verdict (issue 49: at 16
+#: S3E's Delta_lex had 16 of its 20 strict-correct items; SPD-Faith's DRF[multi] needs ~21 pairs a
+#: stratum on seed 1), with the exceptions the protocols declare (LGIP whole, AC-Bench 12 images).
+PROFILES: dict[str, Profile] = {"quick": Profile(24), "default": Profile(), "full": Profile(scale=2)}
+
+
+def profile_limits(profile: str) -> dict[str, int | None]:
+    """Key -> its own limit under ``profile`` (the manifests' ``profile_limits``; ``RunConfig.capped``)."""
+    return {k: v for m in manifests() for k, v in m.profile_limits.get(profile, {}).items()}
+
+
+PROFILE = Option(
+    "faith_profile", "named run sizes: quick (--faith-limit 24, LGIP whole: the smallest sizes that give "
+    "every check of the good references a verdict), default (the suites' sizes), full (twice the suites' "
+    "own sizes: tighter CIs, about twice the time)", "default",
+    choices=tuple(PROFILES), parse=_one_of("faith_profile", tuple(PROFILES), "quick, default or full"),
+    section="data")
 SEED = Option("faith_seed", "seed for sampling and bootstrap (default 0)", "0",
               parse=lambda raw, _: to_int(str(raw), "--faith-seed", 0), metavar="SEED", section="data")
 ALLOW_MISSING = Option(
@@ -334,7 +361,7 @@ NO_PROGRESS = Option("faith_no_progress",
 #: The plugin's own options, in --help order.
 PLUGIN_OPTIONS: tuple[Option, ...] = (
     REPORT, RUN_NAME, STEP, BASELINE, UPDATE_BASELINE, TOLERANCE, GATE, THRESHOLDS, MODEL, VLM, DATA, LIMIT,
-    SEED,
+    PROFILE, SEED,
     ALLOW_MISSING, ALLOW_MISMATCH, REGRESSION, REGRESSION_CONTROL, REGRESSION_ALL, ALLOW_INSUFFICIENT,
     FORCE_UPDATE_BASELINE,
     MAX_EXEMPLARS, DEFAULT_THRESHOLDS_FILE, DEVICE, DTYPE, BATCH_SIZE, THREADS, CACHE, ANSWER_MODE,

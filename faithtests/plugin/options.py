@@ -61,6 +61,7 @@ class FaithOptions:
     vlms: tuple[ModelSpec, ...] = ()
     data: dict[str, Path] = field(default_factory=dict)
     limit: int | None = None
+    profile: str = "default"  # --faith-profile: named sizes (option_table.PROFILES)
     seed: int = 0
     max_exemplars: int = 8
     allow_missing: bool = False  # --faith-allow-missing: baseline keys absent from the run do not fail
@@ -156,11 +157,12 @@ def parse_options(config: pytest.Config) -> FaithOptions:
     baseline, update = setting(config, o.BASELINE), setting(config, o.UPDATE_BASELINE)
     thresholds_file = setting(config, o.THRESHOLDS)
     default_thresholds, explicit = setting(config, o.DEFAULT_THRESHOLDS_FILE)
+    limit, profile = _sized(config)
     return FaithOptions(
         report_dir=report, baseline=baseline, update_baseline=update, tolerance=tolerance,
         gate=cast(GateMode, gate), thresholds_file=thresholds_file, default_thresholds=default_thresholds,
         default_thresholds_explicit=explicit, models=models, vlms=vlms, data=data,
-        limit=setting(config, o.LIMIT), seed=setting(config, o.SEED),
+        limit=limit, profile=profile, seed=setting(config, o.SEED),
         max_exemplars=setting(config, o.MAX_EXEMPLARS), allow_missing=setting(config, o.ALLOW_MISSING),
         allow_mismatch=setting(config, o.ALLOW_MISMATCH), regression=cast(RegressionTest, regression),
         regression_all=setting(config, o.REGRESSION_ALL),
@@ -180,6 +182,16 @@ def parse_options(config: pytest.Config) -> FaithOptions:
     )
 
 
+def _sized(config: pytest.Config) -> tuple[int | None, str]:
+    """(--faith-limit, --faith-profile): a profile names a limit, so giving both is ambiguous."""
+    limit, profile = setting(config, o.LIMIT), str(setting(config, o.PROFILE))
+    named = o.PROFILES[profile].limit
+    if named is not None and limit is not None and limit != named:
+        raise pytest.UsageError(f"--faith-profile {profile} runs with --faith-limit {named}; "
+                                f"--faith-limit {limit} contradicts it: give one of them")
+    return (named if named is not None else limit), profile
+
+
 def _as_given(config: pytest.Config, option: Option) -> tuple[str, str]:
     text, source = setting_source(config, option)
     return str(text or ""), source.label
@@ -187,5 +199,6 @@ def _as_given(config: pytest.Config, option: Option) -> tuple[str, str]:
 
 def run_config_of(opts: FaithOptions) -> RunConfig:
     """What protocol fixtures may know about the run, from the parsed options (built once)."""
-    return RunConfig(data=dict(opts.data), limit=opts.limit, seed=opts.seed, cache=opts.cache,
+    return RunConfig(data=dict(opts.data), limit=opts.limit, scale=o.PROFILES[opts.profile].scale,
+                     limits=o.profile_limits(opts.profile), seed=opts.seed, cache=opts.cache,
                      answer_mode=opts.answer_mode, protocol=dict(opts.protocol))

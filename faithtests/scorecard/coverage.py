@@ -10,6 +10,7 @@ gets one row per model; a kind every model saw equally (a missing image) is a pr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -107,13 +108,24 @@ def nonfinite_problem(i: InvalidCount) -> str:
             "weights), so no verdict can be given")
 
 
-def coverage_problem(r: MetricResult, invalid: Iterable[InvalidCount], rule: CoverageRule) -> str | None:
+def limit_hint(n: int | None, needed: int, limit: int | None) -> str:
+    """``; --faith-limit 50 gives about 10``: the limit whose share of items reaches ``needed``, as this
+    run's ``n`` items came from ``limit`` (items grow in proportion to the limit); "" without a limit."""
+    if not limit or not n:
+        return ""
+    return f"; --faith-limit {math.ceil(limit * needed / n)} gives about {needed}"
+
+
+def coverage_problem(r: MetricResult, invalid: Iterable[InvalidCount], rule: CoverageRule,
+                     limit: int | None = None) -> str | None:
     """Why the check ``r`` has too little usable data for a verdict, or None. ``invalid`` are its test's
-    counts so far; those of another model/variant are ignored (model-less ones apply to every model)."""
+    counts so far; those of another model/variant are ignored (model-less ones apply to every model).
+    Under ``--faith-limit`` (``limit``) a too-small n says which limit would give the minimum."""
     mine = [i for i in invalid if i.model in ("", r.model) and i.variant == r.variant and i.count]
     problems = [nonfinite_problem(i) for i in mine if is_fatal(i.kind)]  # the kind, never a pattern
     if r.n is not None and r.n < rule.min_n:
-        problems.append(f"n={r.n} < min_n {rule.min_n} (too few items for a verdict)")
+        problems.append(f"n={r.n} < min_n {rule.min_n} (too few items for a verdict"
+                        f"{limit_hint(r.n, rule.min_n, limit)})")
     # kinds out of one total add up (30% missing images and 30% unparseable answers leave 40% valid);
     # an input is rejected under one kind, so the sum does not count it twice
     by_total: dict[int, list[InvalidCount]] = {}
@@ -133,6 +145,17 @@ def coverage_problem(r: MetricResult, invalid: Iterable[InvalidCount], rule: Cov
 
 
 
+def _resolving_n(n: int | None, value: float, far: float, threshold: float, limit: int) -> str:
+    """``; about 240 items resolve this gap at this effect size (...)``: the n at which the CI's
+    threshold-side half-width, shrinking as 1/sqrt(n), no longer reaches the threshold."""
+    gap, half = abs(value - threshold), abs(far - value)
+    if not n or gap <= 0 or half <= 0:
+        return ""  # on the threshold: no n resolves it
+    needed = math.ceil(n * (half / gap) ** 2)
+    return (f"; about {needed} items would resolve a gap of {gap:.3g} (the CI half-width {half:.3g} "
+            f"shrinks as 1/sqrt(n)){limit_hint(n, needed, limit)}")
+
+
 def short_of_data(r: MetricResult, gate: str, ok: bool, op: str, threshold: float, limit: int | None,
                   min_n: int | None, unit: str = "items") -> list[str]:
     """Why a check has too little data beyond the coverage rule (issue 31: INSUFFICIENT, not FAIL): fewer
@@ -141,12 +164,13 @@ def short_of_data(r: MetricResult, gate: str, ok: bool, op: str, threshold: floa
     (the reduced sample cannot confirm it; on the whole data the point gate's verdict stands)."""
     out: list[str] = []
     if min_n is not None and (r.n is None or r.n < min_n):
-        out.append(f"needs >= {min_n} {unit}, got {r.n if r.n is not None else 'none'}")
+        out.append(f"needs >= {min_n} {unit}, got {r.n if r.n is not None else 'none'}"
+                   + limit_hint(r.n, min_n, limit))
     if gate == "ci" and r.ci is None and r.value is not None:
         out.append(f"CI {r.ci_note or 'undefined'}: no bound to compare")
     if limit is not None and gate == "point" and not ok and r.ci is not None and r.value is not None:
         far = r.ci[1] if op in (">=", ">") else r.ci[0]  # the bound on the passing side
         if (far >= threshold if op in (">=", ">") else far <= threshold):
             out.append(f"the 95% CI reaches past the threshold at n={r.n} under --faith-limit {limit}: "
-                       "the failure could be sample size")
+                       f"the failure could be sample size{_resolving_n(r.n, r.value, far, threshold, limit)}")
     return out

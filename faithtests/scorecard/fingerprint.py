@@ -60,7 +60,7 @@ _HASHED_MAX_BYTES = 256 * 2**20
 # fingerprint fields that must agree for two runs' numbers to be comparable (baseline gate, merge):
 # answer_mode too, since a generated letter and option scoring are different measurements (a paper
 # row names its answer mode)
-COMPARABLE = ("seed", "limit", "gate", "data", "thresholds", "answer_mode")
+COMPARABLE = ("seed", "limit", "profile", "gate", "data", "thresholds", "answer_mode")
 MERGE_FIELDS = ("model_specs", *COMPARABLE)
 
 

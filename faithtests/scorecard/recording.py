@@ -301,7 +301,7 @@ class Faith:
         if gate == "ci":
             compared = None if r.ci is None else (r.ci[0] if op in (">=", ">") else r.ci[1])
         ok = compared is not None and passes(compared, op, threshold)
-        coverage = coverage_problem(r, self.record.invalid, self.thresholds.coverage(self.suite))
+        coverage = coverage_problem(r, self.record.invalid, self.thresholds.coverage(self.suite), self.limit)
         fatal = any(is_fatal(i.kind) for i in self.record.invalid if i.model in ("", r.model)
                     and i.variant == r.variant and i.count)
         short = short_of_data(r, gate, ok, op, threshold, self.limit, min_n, unit)

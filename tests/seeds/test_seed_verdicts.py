@@ -99,3 +99,27 @@ def test_default_gate_passes_another_seed_fails_the_twins(tmp_path_factory: pyte
     twin = run(tmp, "twin", 0, "suites/", *TWIN, "--faith-baseline", str(base))
     regressed = {(r["model"], _name(r)) for r in twin["regressions"]}
     assert {("clip", "PR[color]"), ("vlm", "mis_v")} <= regressed, sorted(regressed)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_quick_profile_gives_every_check_a_verdict(tmp_path_factory: pytest.TempPathFactory,
+                                                       seed: int) -> None:
+    """Issue 49, item 2: ``--faith-profile quick`` on the good references exits 0 on every seed (every
+    check with enough items for a verdict, and that verdict a pass)."""
+    card = run(tmp_path_factory.mktemp(f"quick{seed}"), "quick", seed, "suites/", "--faith-profile", "quick")
+    assert card["exit_status"] == 0, {f"{r['model']}: {_name(r)}": (r["value"], r["verdict"], r["coverage"])
+                                      for r in card["results"] if r["passed"] is False}
+    assert card["fingerprint"]["profile"] == "quick" and card["fingerprint"]["limit"] == 24
+
+
+def test_a_quick_run_is_a_baseline_for_quick_runs(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A quick run can be written as a baseline (nothing INSUFFICIENT refuses it) and gates another
+    quick run; a default run is refused against it (limit and profile differ)."""
+    tmp = tmp_path_factory.mktemp("quickbase")
+    base = tmp / "base" / "scorecard.json"
+    first = run(tmp, "first", 0, "suites/", "--faith-profile", "quick", "--faith-baseline", str(base),
+                "--faith-update-baseline")
+    assert first["exit_status"] == 0 and base.is_file()
+    again = run(tmp, "again", 1, "suites/", "--faith-profile", "quick", "--faith-baseline", str(base),
+                "--faith-allow-mismatch", "seed")
+    assert again["exit_status"] == 0 and again["regressions"] == []

@@ -294,7 +294,7 @@ def _records(config: pytest.Config, dataset: str) -> Loaded:
     run = run_config(config)
     if dataset not in cache:
         if dataset == "world":
-            recs = sources.world_records(run.capped(ACBENCH_WORLD_IMAGES), seed=run.seed)
+            recs = sources.world_records(run.capped(ACBENCH_WORLD_IMAGES, "acbench"), seed=run.seed)
             cache[dataset] = sources.Loaded(records=recs, total=len(recs))
         elif dataset == "acbench":
             cache[dataset] = sources.load_acbench(run.data["acbench"])

@@ -48,4 +48,6 @@ MANIFEST = Manifest(
     bootstrap=10_000,  # resamples over images (the cluster of an image's six records)
     world="faithtests.protocols.acbench.stimuli:mood_items",
     training="faithtests.protocols.acbench.training:TASKS",
+    # --faith-profile quick: 12 images (each subset n = 12 >= min_n 10) halve its share of the quick run
+    profile_limits={"quick": {"acbench": 12}},
 )

@@ -298,10 +298,10 @@ def _records(config: pytest.Config, dataset: str, hearing: bool) -> Loaded:
     key = (dataset, hearing and dataset == "world")
     if key not in cache:
         if dataset == "world" and hearing:
-            recs = world_clips(run.capped(PREMISE_CLIP_STIMULI), run.seed)
+            recs = world_clips(run.capped(PREMISE_CLIP_STIMULI, "imavb-clips"), run.seed)
             cache[key] = sources.Loaded(records=recs, total=len(recs))
         elif dataset == "world":
-            recs = sources.world_records(run.capped(PREMISE_WORLD_STIMULI), seed=run.seed)
+            recs = sources.world_records(run.capped(PREMISE_WORLD_STIMULI, "imavb"), seed=run.seed)
             cache[key] = sources.Loaded(records=recs, total=len(recs))
         else:
             cache[key] = load_imavb(run.data["imavb"], n_frames=imavb_frames(config))

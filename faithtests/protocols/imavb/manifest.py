@@ -43,4 +43,9 @@ MANIFEST = Manifest(
     world="faithtests.protocols.imavb.stimuli:premise_items",
     training="faithtests.protocols.imavb.training:TASKS",
     audio=True,  # the audio splits: a default run adds the bundled omni reference to this suite
+    # --faith-profile quick: 48 world stimuli (reference:vlm's checks gave verdicts and passed on seeds
+    # 0-9) and every clip (reference:omni's gated checks need its 100: at 24 its probe_margin fell to
+    # 0.021 on seed 4, at 48 its audio rejection_gap to 0.097 on seed 9; floors 0.05 and 0.10, default
+    # 0.215 and 0.20 [0.107, 0.29])
+    profile_limits={"quick": {"imavb": 48, "imavb-clips": None}},
 )

@@ -136,7 +136,7 @@ def _workload(config: pytest.Config, name: str) -> Any:
     if name not in cache:
         run = run_config(config)
         if name == "world":
-            cache[name] = world_workload(run.capped(WORLD_IMAGES), seed=run.seed)
+            cache[name] = world_workload(run.capped(WORLD_IMAGES, "lgip"), seed=run.seed)
         elif name == "coco":
             cache[name] = coco_workload(run.data["coco"], limit=run.limit)
         elif name == "lgip":

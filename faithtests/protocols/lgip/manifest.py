@@ -55,4 +55,7 @@ MANIFEST = Manifest(
     options=(BINS, PARAPHRASE_LABELS),
     bootstrap=10_000,
     world="faithtests.world.items:caption_items",
+    # --faith-profile quick keeps the 64 world images: CLIP's PR[object] sits 0.04 above its paper gate
+    # (0.838 vs 0.80), so at 24 images its CI crossed the gate (INSUFFICIENT) on seed 0; CLIP is cheap
+    profile_limits={"quick": {"lgip": None}},
 )

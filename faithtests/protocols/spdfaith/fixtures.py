@@ -5,7 +5,8 @@ Datasets: the reference world always (``SPD_WORLD_PAIRS`` edit pairs cycling sin
 multi 2-5 and identical controls); ``--faith-data coco=PATH`` (COCO-style folder: pairs generated from
 its instance masks, seeded by ``--faith-seed``, cached under ``--faith-cache DIR`` or the user cache
 ``$XDG_CACHE_HOME/faithtests``); ``--faith-data spdfaith=PATH`` (a local copy of the public
-SPD-Faith-Bench JSONL). ``--faith-limit N`` keeps the first N pairs.
+SPD-Faith-Bench JSONL). ``--faith-limit N`` keeps the first N pairs (on the world: N of each of its five
+strata, :func:`world_pairs`; on COCO: N of each subset).
 
 ``--faith-spd-judge MODULE:CALLABLE`` (ini ``faith_spd_judge``) replaces the deterministic claim judge
 by the user's (``fn(answer, record) -> Judgement``, e.g. an LLM judge they run); every number says which
@@ -22,14 +23,14 @@ from typing import Any, Final
 
 import pytest
 
-from faithtests.config import run_config
+from faithtests.config import RunConfig, run_config
 from faithtests.data.invalid import Counted, invalid_rows
 from faithtests.models.capabilities import require
 from faithtests.models.errors import NotApplicable
 from faithtests.models.interfaces import VisionLanguageModel
 from faithtests.models.letters import generated_by, states_not_read
 from faithtests.progress import label
-from faithtests.protocols.spdfaith import sources
+from faithtests.protocols.spdfaith import sources, stimuli
 from faithtests.protocols.spdfaith.api_judge import load_api_judge
 from faithtests.protocols.spdfaith.coco_edits import default_cache_dir
 from faithtests.protocols.spdfaith.judge import DeterministicJudge, Judge, callable_judge, world_judge
@@ -39,6 +40,15 @@ from faithtests.protocols.spdfaith.sage import SageConfig
 
 #: Reference-world pairs per run: 30 per slot of the five-slot cycle (90 single, 30 multi, 30 identical).
 SPD_WORLD_PAIRS: Final = 150
+
+
+def world_pairs(run: RunConfig) -> int:
+    """How many world pairs the run makes: :data:`SPD_WORLD_PAIRS`, or under ``--faith-limit N`` N of
+    each gated stratum (single easy / medium / hard, multi, identical: the pairs cycle through them),
+    so a quick run checks every subset instead of leaving each N/5 pairs, under the checks' minimum of
+    10 (issue 49: at N = 40 every SPD check was INSUFFICIENT with 8 pairs)."""
+    turns = len(stimuli.CYCLE)
+    return min(SPD_WORLD_PAIRS * run.scale, run.capped(SPD_WORLD_PAIRS // turns, "spdfaith") * turns)
 #: COCO pairs generated from the instance masks (single, multi, identical).
 SPD_COCO_PAIRS: Final = (60, 20, 10)
 #: Bootstrap resamples over images (pairs made from one original resampled together).
@@ -166,7 +176,7 @@ def _records(config: pytest.Config, dataset: str) -> Any:
     run = run_config(config)
     if dataset not in cache:
         if dataset == "world":
-            recs = sources.world_records(run.capped(SPD_WORLD_PAIRS), seed=run.seed)
+            recs = sources.world_records(world_pairs(run), seed=run.seed)
             cache[dataset] = sources.Loaded(records=recs, total=len(recs))
         elif dataset == "coco":
             single, multi, same = (run.capped(n) for n in SPD_COCO_PAIRS)

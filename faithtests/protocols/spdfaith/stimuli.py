@@ -177,11 +177,16 @@ def _density(difficulty: str, rng: np.random.Generator) -> int:
     return int(rng.integers(lo, hi + 1))
 
 
+#: The default pairs' subsets in turn (single easy, medium, hard, multi, identical): the first 5k pairs
+#: hold k of each, so ``--faith-limit`` keeps whole turns (fixtures.world_pairs).
+CYCLE: tuple[str, ...] = ("single", "single", "single", "multi", "identical")
+
+
 def _plan(index: int, subset: str | None, n_edits: int | None,
           rng: np.random.Generator) -> tuple[str, str | None, int]:
     """(subset, difficulty, number of edits) of pair ``index`` (draws from ``rng`` in a fixed order)."""
     if subset is None:
-        subset = ("single", "single", "single", "multi", "identical")[index % 5]
+        subset = CYCLE[index % len(CYCLE)]
     if subset not in SUBSETS:
         raise ValueError(f"unknown pair subset {subset!r}; expected one of {SUBSETS}")
     difficulty = DIFFICULTIES[index % 5] if subset == "single" and index % 5 < 3 else (

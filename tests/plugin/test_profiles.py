@@ -1,0 +1,65 @@
+"""Quick runs that can pass (issue 49, item 2): ``--faith-profile`` names run sizes, ``RunConfig.capped``
+applies them per protocol, SPD-Faith's world keeps whole strata under ``--faith-limit``, and an
+INSUFFICIENT reason says which limit would give a verdict. The profiles on the real suites (quick exits 0
+on every seed, a quick run is a quick run's baseline) are in tests/seeds (the CI's seed sweep)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy  # noqa: F401  (inline runs restore sys.modules; numpy cannot be imported twice)
+import pytest
+
+from faithtests.config import RunConfig
+from faithtests.plugin.option_table import PROFILES, profile_limits
+from faithtests.protocols.spdfaith.fixtures import SPD_WORLD_PAIRS, world_pairs
+from faithtests.scorecard.coverage import limit_hint, short_of_data
+from faithtests.scorecard.model import MetricResult
+
+PLUGINS = ("-p", "faithtests.plugin", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio")
+TRIVIAL = """
+def test_ok(faith):
+    faith.metric("x", 1.0)
+"""
+
+
+def test_capped_applies_the_limit_the_factor_and_a_protocols_own_limit() -> None:
+    assert RunConfig().capped(30) == 30 and RunConfig(limit=24).capped(30) == 24
+    assert RunConfig(scale=2).capped(30) == 60 and RunConfig(limit=40, scale=2).capped(30) == 40
+    quick = RunConfig(limit=24, limits={"lgip": None, "acbench": 12})
+    assert (quick.capped(64, "lgip"), quick.capped(30, "acbench"), quick.capped(30, "s3e")) == (64, 12, 24)
+    assert quick.capped(64) == 24  # no protocol named: the run's limit
+    assert profile_limits("quick") == {"lgip": None, "imavb": 48, "imavb-clips": None,
+                                       "acbench": 12}
+    assert profile_limits("default") == {}
+
+
+def test_spd_world_keeps_whole_strata() -> None:
+    """The world's pairs cycle five strata; N per stratum under --faith-limit N (at 40 each of the five
+    got 8 of its 10 needed before)."""
+    assert world_pairs(RunConfig()) == SPD_WORLD_PAIRS == 150
+    assert world_pairs(RunConfig(limit=16)) == 80 and world_pairs(RunConfig(limit=40)) == 150
+    assert world_pairs(RunConfig(scale=2)) == 300
+
+
+def test_insufficient_reasons_name_the_limit_that_would_do() -> None:
+    assert limit_hint(8, 10, 40) == "; --faith-limit 50 gives about 10" and limit_hint(8, 10, None) == ""
+    r = MetricResult("s", "t.py::t", "PR", 0.79, model="m", ci=(0.66, 0.92), n=100)
+    (why,) = short_of_data(r, "point", False, ">=", 0.80, 24, None)
+    # the CI's threshold-side half-width 0.13 against a gap of 0.01: n = 100 x (0.13 / 0.01)^2 = 16900,
+    # a limit of 24 x 16900 / 100 = 4056
+    assert why.endswith("about 16900 items would resolve a gap of 0.01 (the CI half-width 0.13 shrinks as "
+                        "1/sqrt(n)); --faith-limit 4056 gives about 16900"), why
+
+
+def test_profiles_parse_and_are_recorded(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_t=TRIVIAL)
+    result = pytester.runpytest(*PLUGINS, "--faith-profile", "quick", "--faith-limit", "10")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert ("--faith-profile quick runs with --faith-limit 24; --faith-limit 10 contradicts it"
+            in result.stderr.str())
+    result = pytester.runpytest(*PLUGINS, "--faith-profile", "quick", "--faith-report", "out")
+    assert result.ret == 0
+    fp = json.loads((pytester.path / "out" / "scorecard.json").read_text())["fingerprint"]
+    assert (fp["profile"], fp["limit"]) == ("quick", PROFILES["quick"].limit)
+    assert pytester.runpytest(*PLUGINS, "--faith-profile", "huge").ret == pytest.ExitCode.USAGE_ERROR
