@@ -261,7 +261,8 @@ ALLOW_MISSING = Option(
     ini_help="baseline results missing from the run do not fail the gate", section="report and baseline")
 ALLOW_MISMATCH = Option(
     "faith_allow_mismatch", "compare against a baseline whose fingerprint differs in these fields: "
-    "FIELD[,FIELD] of seed, limit, gate, data, thresholds, or all", "", parse=_fields, metavar="FIELDS",
+    "FIELD[,FIELD] of seed, limit, profile, gate, data, thresholds, answer_mode, or all", "", parse=_fields,
+    metavar="FIELDS",
     section="report and baseline")
 REGRESSION = Option(
     "faith_regression", "the baseline gate's test: paired (default: the delta's 95%% CI on shared items, "

@@ -222,8 +222,8 @@ def test_unknown_allow_mismatch_field(pytester: pytest.Pytester) -> None:
     _setup(pytester)
     result = _run(pytester, "--faith-allow-mismatch", "seed,colour")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert ("--faith-allow-mismatch: unknown field(s) colour (fields: seed, limit, gate, data, thresholds, "
-            "answer_mode, or all)") in result.stderr.str()
+    assert ("--faith-allow-mismatch: unknown field(s) colour (fields: seed, limit, profile, gate, data, "
+            "thresholds, answer_mode, or all)") in result.stderr.str()
 
 
 # -- item 4: crashed and errored tests count -----------------------------------------------------------
