@@ -205,7 +205,7 @@ class Controller:
             data=self.run_fields()["data"],
             answer_mode=self.run_fields()["answer_mode"],
         ) | shard.fingerprint(self.config) | {"settings": protocol_settings(self.config),
-                                               "profile": self.opts.profile}
+                                               "profile": self.run_fields()["profile"]}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from faithtests.scorecard.baseline import test_label
 from faithtests.scorecard.export_trackers import (
     VERDICT_COLUMNS,
     Export,
@@ -76,16 +77,11 @@ def _unique(key: str, taken: Callable[[str], bool]) -> str:
     return unique
 
 
-def _test_name(test: str) -> str:
-    """``test_name[params]`` of a test key (its file dropped)."""
-    return test_key(test).partition("::")[2] or test_key(test)
-
-
 def _qualifiers(results: Sequence[MetricResult], dataset_of: Mapping[str, str]) -> list[list[str]]:
     """Each result's key parts after ``SUITE/METRIC``: its slice and variant (when set), then its data
     set, model and test, each only where results alike in everything before it differ in it."""
     dims: list[Callable[[MetricResult], str]] = [
-        lambda r: dataset_of.get(test_key(r.test), ""), lambda r: r.model, lambda r: _test_name(r.test)]
+        lambda r: dataset_of.get(test_key(r.test), ""), lambda r: r.model, lambda r: test_label(r.test)]
     groups: list[tuple[str, ...]] = [(r.suite, r.metric, r.slice or "", r.variant) for r in results]
     out = [[r.slice or "", "" if r.variant == "base" else r.variant] for r in results]
     for dim in dims:
