@@ -27,6 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from faithtests.protocols import diagnostic_params
 from faithtests.protocols.acbench.fixtures import ACBENCH_BOOTSTRAP, ACBENCH_VARIANTS, AcData, CecsUnavailable
 from faithtests.protocols.acbench.metrics import lss_curve
 from faithtests.protocols.acbench.records import CONFLICT_SUBSETS, EMOTIONS, AcRecord
@@ -106,8 +107,8 @@ def _record_invalid(faith: Faith, data: AcData, *answers: Answers) -> None:
             faith.invalid(label, count, total=total, examples=c.examples[kind])
 
 
-@pytest.mark.parametrize("variant", ACBENCH_VARIANTS)
-@pytest.mark.parametrize("mode", ANSWER_MODES)
+@pytest.mark.parametrize("variant", diagnostic_params(ACBENCH_VARIANTS, gated=GATED))
+@pytest.mark.parametrize("mode", diagnostic_params(ANSWER_MODES, gated=GATED))
 def test_conflict_shares(
     faith: Faith, acbench_data: AcData, mode: str, variant: str, faith_seed: int
 ) -> None:
@@ -142,8 +143,8 @@ def test_conflict_shares(
                 faith.check("P_img", slice=r.slice)
 
 
-@pytest.mark.parametrize("variant", ACBENCH_VARIANTS)
-@pytest.mark.parametrize("mode", ANSWER_MODES)
+@pytest.mark.parametrize("variant", diagnostic_params(ACBENCH_VARIANTS, gated=GATED))
+@pytest.mark.parametrize("mode", diagnostic_params(ANSWER_MODES, gated=GATED))
 def test_text_bias_ratio(
     faith: Faith, acbench_data: AcData, mode: str, variant: str, faith_seed: int
 ) -> None:
@@ -170,8 +171,8 @@ def test_text_bias_ratio(
                 faith.check("TBR", slice=subset)
 
 
-@pytest.mark.parametrize("variant", ACBENCH_VARIANTS)
-@pytest.mark.parametrize("mode", ANSWER_MODES)
+@pytest.mark.parametrize("variant", diagnostic_params(ACBENCH_VARIANTS, gated=GATED))
+@pytest.mark.parametrize("mode", diagnostic_params(ANSWER_MODES, gated=GATED))
 def test_aligned_accuracy(
     faith: Faith, acbench_data: AcData, mode: str, variant: str, faith_seed: int
 ) -> None:
@@ -193,7 +194,7 @@ def test_aligned_accuracy(
         faith.check("aligned_acc")
 
 
-@pytest.mark.parametrize("mode", ANSWER_MODES)
+@pytest.mark.parametrize("mode", diagnostic_params(ANSWER_MODES, gated=GATED))
 def test_unimodal_baselines(faith: Faith, acbench_data: AcData, mode: str, faith_seed: int) -> None:
     """Image-only (gold y_img, one answer per image) and text-only (gold y_txt, per description and
     subset) accuracies: App. C.1's check that both signals are recognisable on their own, without which
@@ -222,6 +223,7 @@ def test_unimodal_baselines(faith: Faith, acbench_data: AcData, mode: str, faith
     assert data.usable.images or data.records, f"{data.dataset}: nothing to run"
 
 
+@pytest.mark.faith_diagnostic
 def test_linguistic_sink(faith: Faith, acbench_data: AcData, faith_seed: int) -> None:
     """LSS per layer (Eq. 22) at the answer query with its 95% CI band over images, base and CECS on
     one plot (Figs. 8–9), on the rows App. D.3 diagnoses (S-Opp); the CECS window and its rule."""
@@ -306,6 +308,7 @@ def _check_mass_and_gate(faith: Faith, data: AcData, window: tuple[int, int]) ->
     assert gate.max_logprob_diff <= GATE_TOL and gate.max_lss_diff <= GATE_TOL and gate.same_replies, gate
 
 
+@pytest.mark.faith_diagnostic
 def test_cecs_intervention(faith: Faith, acbench_data: AcData, faith_seed: int) -> None:
     """CECS (§5.1, App. D): the update keeps every modified attention row a distribution (Eq. 13: sums
     to 1 within 1e-6 on real attentions) and leaves the outputs unchanged below the gate (s < τ); the

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pytest
 
-from faithtests.protocols import fail_unscored
+from faithtests.protocols import diagnostic_params, fail_unscored
 from faithtests.protocols.spdfaith.figures import edits_text, outlined
 from faithtests.protocols.spdfaith.fixtures import SPD_BOOTSTRAP, SpdData
 from faithtests.protocols.spdfaith.judge import Judgement
@@ -119,7 +119,7 @@ def _has_multi(data: SpdData, rows: Sequence[int]) -> bool:
     return any(data.usable.records[i].subset == "multi" for i in rows)
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", diagnostic_params(VARIANTS, gated=(GATED,)))
 def test_symmetric_consistency(faith: Faith, spdfaith_data: SpdData, variant: str, faith_seed: int) -> None:
     """Contradiction rate (Yes to both or No to both, Table 2 / Fig. 11), gated per difficulty of the
     single-difference pairs; CR (Eqs. 12-13, one judged claim pair per pair, its verdict: consistent +1,
@@ -152,7 +152,7 @@ def test_symmetric_consistency(faith: Faith, spdfaith_data: SpdData, variant: st
         _check_all(faith, gates)  # data without difficulty labels or multi pairs: recorded, not gated
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", diagnostic_params(VARIANTS, gated=(GATED,)))
 def test_difference_count(faith: Faith, spdfaith_data: SpdData, variant: str, faith_seed: int) -> None:
     """DQR = 1{n = m} (Eq. 8) and DS_count = max(0, 1 - |n - m|/m) (Eq. 9) on the edited pairs, the
     public code's uncapped n/m as ``DQR_code``, and how often an identical pair is counted as zero."""
@@ -175,7 +175,7 @@ def test_difference_count(faith: Faith, spdfaith_data: SpdData, variant: str, fa
         _check_all(faith, [("DS_count", None), *([("DS_count", MULTI)] if _has_multi(data, rows) else [])])
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", diagnostic_params(VARIANTS, gated=(GATED,)))
 def test_difference_naming(faith: Faith, spdfaith_data: SpdData, variant: str, faith_seed: int) -> None:
     """The self-consistency prompt with the model's own count (App. B.2): TF1 / CF1 (Eqs. 10-11, micro-F1
     over types / categories; a pair the model counted as unchanged contributes its edits as misses),
@@ -210,7 +210,8 @@ def test_difference_naming(faith: Faith, spdfaith_data: SpdData, variant: str, f
         faith.check("DRF", slice=f"{MULTI}, {judge}")  # Table 3's subset; without multi pairs, recorded
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.faith_diagnostic
+@pytest.mark.parametrize("variant", diagnostic_params(VARIANTS, gated=(GATED,)))
 def test_residual_stream(faith: Faith, spdfaith_data: SpdData, variant: str, faith_seed: int) -> None:
     """cos(h_same, h_diff) of the pre-answer residual states per layer (App. D.3, Fig. 21), with its CI
     band over images, for consistent and for contradictory pairs. Recorded, not gated."""
@@ -241,6 +242,7 @@ def test_residual_stream(faith: Faith, spdfaith_data: SpdData, variant: str, fai
                y_label="cosine of the pre-answer states")
 
 
+@pytest.mark.faith_diagnostic
 def test_sage_effect(faith: Faith, spdfaith_data: SpdData, faith_seed: int) -> None:
     """SAGE − base on the same pairs (paired differences, CIs over images): contradiction, CR (normalised,
     Fig. 34), DS_count, DRF. Diagnostic: the paper reports CR 38.2 -> 43.8 and DRF 29.5 -> 33.7 on
@@ -253,6 +255,7 @@ def test_sage_effect(faith: Faith, spdfaith_data: SpdData, faith_seed: int) -> N
     _record(faith, deltas)
 
 
+@pytest.mark.faith_diagnostic
 def test_edit_pairs(faith: Faith, spdfaith_data: SpdData) -> None:
     """The pairs this run used: how many per subset, difficulty and edit type, every rejected record by
     kind, and a few pairs with their edits outlined (the generated COCO edits can be inspected here)."""

@@ -27,7 +27,7 @@ from collections.abc import Collection
 import numpy as np
 import pytest
 
-from faithtests.protocols import fail_unscored
+from faithtests.protocols import diagnostic_params, fail_unscored
 from faithtests.protocols.imavb.exemplars import exemplar, item_outputs, variant_exemplar
 from faithtests.protocols.imavb.fixtures import PREMISE_BOOTSTRAP, PREMISE_VARIANTS, PremiseData
 from faithtests.protocols.imavb.metrics import (
@@ -146,7 +146,7 @@ def _not_applicable(data: PremiseData, what: str) -> None:
     pytest.skip(f"{what} not applicable: {data.reason or 'no audio records in this dataset'}")
 
 
-@pytest.mark.parametrize("variant", PREMISE_VARIANTS)
+@pytest.mark.parametrize("variant", diagnostic_params(PREMISE_VARIANTS, gated=("base",)))
 @pytest.mark.parametrize("split", SPLITS)
 def test_premise_accuracy(
     faith: Faith, premise_data: PremiseData, split: str, variant: str, faith_seed: int
@@ -197,7 +197,7 @@ def test_premise_accuracy(
         faith.check(name)
 
 
-@pytest.mark.parametrize("variant", PREMISE_VARIANTS)
+@pytest.mark.parametrize("variant", diagnostic_params(PREMISE_VARIANTS, gated=("base",)))
 def test_balanced_accuracy(faith: Faith, premise_data: PremiseData, variant: str, faith_seed: int) -> None:
     run = _run(premise_data, variant, faith_seed)
     _record_invalid(faith, premise_data)
@@ -250,6 +250,7 @@ def _rejection_gap(faith: Faith, run: ChoiceRun, kind: str, seed: int,
     return gap is not None
 
 
+@pytest.mark.faith_diagnostic
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_prompt_variant(faith: Faith, premise_data: PremiseData, prompt: str, faith_seed: int) -> None:
     """A2 (binary TRUE/FALSE), A3 (chain of thought, last valid letter), A4 (warned), A5 (TRUE/FALSE with
@@ -385,6 +386,7 @@ def _record_lens(faith: Faith, data: PremiseData, layers: list[float | str]) -> 
         faith.metric("lens_peak_P_correct", peak, n=int(m.sum()), slice=SHORT[s])
 
 
+@pytest.mark.faith_diagnostic
 def test_probe_asymmetry(faith: Faith, premise_data: PremiseData, faith_seed: int) -> None:
     """§4.3's modality-specific probes: vision-grounded (mis_v vs std_v) and audio-grounded (mis_a vs
     std_a), each at its own l* against its own TF-IDF baseline, and the asymmetry = vision-grounded −
@@ -442,6 +444,7 @@ def _record_empty(faith: Faith, empty: int, what: str) -> None:
                       total=PREMISE_BOOTSTRAP)
 
 
+@pytest.mark.faith_diagnostic
 def test_pgla_gain(faith: Faith, premise_data: PremiseData, faith_seed: int) -> None:
     """ΔBal of PGLA on held-out folds (Table 4), its standard-accuracy cost, the Pareto rows (Table 11),
     and that the adapter path (``Hooks.logit_adjuster``) reproduces Eqs. 5–6 applied offline."""

@@ -19,7 +19,7 @@ import pytest
 from faithtests.config import foreign_option
 from faithtests.config import settings as protocol_settings
 from faithtests.manifest import glossary_terms
-from faithtests.plugin import shard
+from faithtests.plugin import lifecycle, shard
 from faithtests.plugin.item_keys import wants_record
 from faithtests.plugin.lifecycle import EXIT_STATUS, ReportLock, final_notes, missing_message, none_selected
 from faithtests.plugin.options import FAITH_THRESHOLDS, FaithOptions, get_options
@@ -90,6 +90,7 @@ class Controller:
         self.lock_error: str | None = None  # the report directory could not be taken: nothing is written
         self._run_fields: dict[str, Any] | None = None
         self.deselected = 0  # tests -k / -m / --faith-shard deselected (named when nothing was selected)
+        self.diagnostics_left = 0  # faith_diagnostic tests a profile left out (serial: known; xdist: 0)
         self.session: pytest.Session | None = None  # at sessionfinish: its exit status is the final one
 
     def run_fields(self) -> dict[str, Any]:
@@ -225,6 +226,7 @@ class Controller:
             self._gate(sc, self.baseline, path, session)
         self._insufficient(sc, session)
         self._glossary(sc)
+        self.notes += lifecycle.diagnostics_note(self.opts.profile, self.diagnostics_left)
         self.scorecard = sc
         self._write(sc, session)
         self.lock.release()

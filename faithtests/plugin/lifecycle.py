@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from faithtests.plugin.option_table import PROFILES
+from faithtests.protocols import DIAGNOSTIC
 from faithtests.scorecard.baseline import MetricDelta, test_label
 from faithtests.scorecard.fingerprint import (
     COMPARABLE,
@@ -192,3 +194,12 @@ def none_selected(deselected: int, baseline: Scorecard | None) -> str:
     return (f"ERROR: no test selected{what}{gate}: check the -k / -m expression, --faith-shard and the "
             "paths given (`pytest suites/ --collect-only -q` lists the test ids -k matches against); "
             + EXIT_STATUS)
+
+
+def diagnostics_note(profile: str, left: int) -> list[str]:
+    """What a profile without diagnostics left out (``left``: 0 when not known, under xdist)."""
+    if PROFILES[profile].diagnostics:
+        return []
+    n = f"{left} test(s)" if left else "the tests"
+    return [f"{profile} profile: {n} marked {DIAGNOSTIC} (they record and gate nothing) not run; "
+            "--faith-profile default runs them"]

@@ -41,7 +41,7 @@ from faithtests.plugin.item_keys import (
 )
 from faithtests.plugin.lifecycle import check_comparable
 from faithtests.plugin.noise import quiet_library_noise
-from faithtests.plugin.option_table import register
+from faithtests.plugin.option_table import PROFILES, register
 from faithtests.plugin.options import (
     FAITH_DECLARED,
     FAITH_MODEL_INFO,
@@ -53,7 +53,7 @@ from faithtests.plugin.options import (
     parse_options,
     run_config_of,
 )
-from faithtests.protocols import disabled_protocols
+from faithtests.protocols import DIAGNOSTIC, disabled_protocols
 from faithtests.scorecard.gate_kinds import ThresholdError
 from faithtests.scorecard.model import InsufficientData, TestRecord
 from faithtests.scorecard.recording import Faith, FaithCheckFailed
@@ -84,6 +84,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "suite(name): the behavioural suite of a test (default: module name without test_)"
     )
     config.addinivalue_line("markers", "slow: a long-running test (deselect with -m 'not slow')")
+    config.addinivalue_line(
+        "markers", f"{DIAGNOSTIC}: a suite test that records, gates nothing (--faith-profile quick skips it)"
+    )
     quiet_library_noise()  # library log lines that are only noise (faithtests.plugin.noise)
     for broken in disabled_protocols():  # a third-party protocol that disabled itself, with its reason
         config.issue_config_time_warning(pytest.PytestConfigWarning(broken), stacklevel=2)
@@ -161,6 +164,8 @@ def _cuda_missing_reason() -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if FAITH_OPTIONS in config.stash:
+        _leave_diagnostics(config, items)
     if FAITH_OPTIONS in config.stash and not _is_worker(config):
         # a worker cannot raise a usage error cleanly (xdist reports a crash): the controller reports
         # two node ids on one key from the records instead (exit 4 there too)
@@ -215,6 +220,20 @@ def faith(request: pytest.FixtureRequest) -> Faith:
     return recorder
 
 
+def _leave_diagnostics(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A profile without diagnostics (quick) deselects the tests marked ``faith_diagnostic``: they record
+    and gate nothing, so a quick gate's verdicts are the same without them (the controller's note names
+    how many were left out)."""
+    if PROFILES[get_options(config).profile].diagnostics:
+        return
+    left = [item for item in items if item.get_closest_marker(DIAGNOSTIC) is not None]
+    if left:
+        items[:] = [item for item in items if item.get_closest_marker(DIAGNOSTIC) is None]
+        config.hook.pytest_deselected(items=left)
+        if (controller := config.stash.get(_CONTROLLER, None)) is not None:
+            controller.diagnostics_left += len(left)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
     """After a suite test's function returns, its checks that did not pass fail it, all at once
@@ -222,6 +241,10 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
     result = yield
     recorder = pyfuncitem.stash.get(FAITH_KEY, None)
     if recorder is not None:
+        checked = sorted({r.metric for r in recorder.record.results if r.op is not None})
+        if checked and pyfuncitem.get_closest_marker(DIAGNOSTIC) is not None:
+            raise pytest.UsageError(f"{pyfuncitem.nodeid} is marked {DIAGNOSTIC} (gates nothing: quick runs "
+                                    f"skip it) but checks {', '.join(checked)}: remove the mark")
         recorder.settle()
     return result
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from collections.abc import Collection, Sequence
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -104,3 +105,18 @@ def fail_unscored(faith: Any, name: str, *, slice: str | None = None,
     faith.check(name, slice=slice)
     faith.settle()  # a suite's recorder keeps failed checks until the test ends: this one ends it now
     raise AssertionError(f"{name}: an undefined value passed its check")  # check() fails undefined values
+
+
+#: The marker of a suite test (or parameter) that records and gates nothing: ``--faith-profile quick``
+#: does not run it, and the plugin fails it if it checks a metric after all (the mark would then hide a
+#: gate from quick runs).
+DIAGNOSTIC = "faith_diagnostic"
+
+
+def diagnostic_params(values: Sequence[str], *, gated: Collection[str]) -> list[Any]:
+    """``values`` as ``pytest.mark.parametrize`` values, each one not in ``gated`` marked
+    :data:`DIAGNOSTIC` (a variant or answer mode whose results the suite records beside the gated one)."""
+    import pytest  # lazy: the CLI lists protocols without pytest's import
+
+    mark = getattr(pytest.mark, DIAGNOSTIC)
+    return [v if v in gated else pytest.param(v, marks=mark) for v in values]

@@ -63,3 +63,49 @@ def test_profiles_parse_and_are_recorded(pytester: pytest.Pytester) -> None:
     fp = json.loads((pytester.path / "out" / "scorecard.json").read_text())["fingerprint"]
     assert (fp["profile"], fp["limit"]) == ("quick", PROFILES["quick"].limit)
     assert pytester.runpytest(*PLUGINS, "--faith-profile", "huge").ret == pytest.ExitCode.USAGE_ERROR
+
+
+DIAGNOSTICS = """
+import pytest
+from faithtests.protocols import diagnostic_params
+
+@pytest.mark.parametrize("variant", diagnostic_params(("base", "extra"), gated=("base",)))
+def test_gated(faith, variant):
+    faith.metric("x", 1.0)
+    if variant == "base":
+        faith.check("x", ">=", 0.5)
+
+@pytest.mark.faith_diagnostic
+def test_recorded(faith):
+    faith.metric("y", 1.0)
+"""
+
+
+def test_quick_leaves_out_the_diagnostics_and_says_so(pytester: pytest.Pytester) -> None:
+    """Quick runs the tests that gate something (the diagnostics were 87 of its 134 s); default runs all."""
+    pytester.makepyfile(test_t=DIAGNOSTICS)
+    quick = pytester.runpytest(*PLUGINS, "--faith-profile", "quick", "-v")
+    quick.assert_outcomes(passed=1, deselected=2)
+    quick.stdout.fnmatch_lines(["*test_gated?base? PASSED*", "quick profile: 2 test(s) marked faith_diagnostic "
+                                "(they record and gate nothing) not run; --faith-profile default runs them"])
+    card = json.loads((pytester.path / "faith-report" / "scorecard.json").read_text())
+    assert [t["test"] for t in card["tests"]] == ["test_t.py::test_gated[base]"]
+    default = pytester.runpytest(*PLUGINS, "-v")
+    default.assert_outcomes(passed=3)
+    assert "marked faith_diagnostic" not in default.stdout.str()
+
+
+def test_a_diagnostic_mark_on_a_test_that_checks_fails_it(pytester: pytest.Pytester) -> None:
+    """The mark would hide a gate from quick runs: the test fails, naming the metric (any profile)."""
+    pytester.makepyfile(test_t="""
+import pytest
+
+@pytest.mark.faith_diagnostic
+def test_checks(faith):
+    faith.metric("x", 1.0)
+    faith.check("x", ">=", 0.5)
+""")
+    result = pytester.runpytest(*PLUGINS)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*test_t.py::test_checks is marked faith_diagnostic (gates nothing: quick "
+                                 "runs skip it) but checks x: remove the mark*"])
