@@ -13,7 +13,11 @@ timed back to back on the same machine state (wall seconds), in this order:
 5. ``threads``: the forced-choice test (``-k "forced_choice_order_accuracy and orig"``) beside one
    CPU-bound competing process per core: the default thread policy vs every pool at one thread
    (``OMP/OPENBLAS/MKL_NUM_THREADS=1``, ``TOKENIZERS_PARALLELISM=false``, ``--faith-threads 1``), and
-   the baseline's default for context (target: default / one thread <= 1.2).
+   the baseline's default for context (target: default / one thread <= 1.2);
+6. ``quick``: ``--faith-profile quick`` in this tree and in the baseline's, back to back (issue 49: quick
+   exits 0 "in under a minute of model time"): wall seconds, the seconds inside tests (setup + call +
+   teardown summed from the scorecard: every model load and forward is in them, pytest's start-up and
+   the report are not), each run's checks and whether every shared result is the same.
 
 Threads are explicit: every child's thread variables are recorded, and the default variants get none
 (the policy decides, as for a new user). What else was running is recorded before and after each run
@@ -22,7 +26,7 @@ serial --noise-rule`` (issue 47's float-noise rule: same verdicts, each value wi
 ``faithtests compare baseline serial --all`` (changed results: 0 expected), and the serial, -n 2 and
 warm metrics against each other.
 
-    python benchmarks/bench_suite_runs.py --base /tmp/base [--parts baseline,serial,n2,cache,threads]
+    python benchmarks/bench_suite_runs.py --base /tmp/base [--parts baseline,serial,n2,cache,threads,quick]
         [--serial-first] [--select EXPR] [--out benchmarks/results/suite_runs.json]
 """
 
@@ -178,6 +182,35 @@ def floor() -> dict[str, float]:
     return {"collect_s": round(collect, 1), "imports_s": round(imports, 1)}
 
 
+def test_seconds(report: Path) -> float:
+    """Seconds inside the run's tests (each test's setup + call + teardown, from the scorecard)."""
+    card = json.loads((report / "scorecard.json").read_text(encoding="utf-8"))
+    return round(sum(float(t.get("duration") or 0.0) for t in card["tests"]), 1)
+
+
+def checks(report: Path) -> dict[str, Any]:
+    """Each checked result's verdict (``passed``), keyed as :func:`metrics` keys values."""
+    card = json.loads((report / "scorecard.json").read_text(encoding="utf-8"))
+    return {f"{r['test']}|{r['metric']}|{r['model']}|{r['variant']}|{r.get('slice')}": r["passed"]
+            for t in card["tests"] for r in t["results"] if r.get("op")}
+
+
+def quick_part(base: Path) -> dict[str, Any]:
+    """Part 6 (module doc): this tree's quick profile beside the baseline's."""
+    wall, report = run("quick", "--faith-profile", "quick")
+    base_wall, base_report = run("quick_baseline", "--faith-profile", "quick", tree=base)
+    now, before = metrics(report), metrics(base_report)
+    shared = sorted(set(now) & set(before))
+    return {"wall_s": round(wall, 1), "test_s": test_seconds(report), "exit_status": RUNS[-2]["exit_status"],
+            "baseline_wall_s": round(base_wall, 1), "baseline_test_s": test_seconds(base_report),
+            "baseline_exit_status": RUNS[-1]["exit_status"],
+            "ratio_wall_vs_baseline": round(wall / base_wall, 3),
+            "checks": len(checks(report)), "baseline_checks": len(checks(base_report)),
+            "same_verdicts": checks(report) == checks(base_report),
+            "shared_results": len(shared),
+            "shared_results_identical": _same({k: now[k] for k in shared}, {k: before[k] for k in shared})}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--base", type=Path,
@@ -189,10 +222,10 @@ def main() -> None:
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "suite_runs.json"))
     args = parser.parse_args()
     parts = args.parts.split(",")
-    needs_base = "baseline" in parts or "threads" in parts
+    needs_base = bool({"baseline", "threads", "quick"} & set(parts))
     if needs_base and (args.base is None or not (args.base / "faithtests").is_dir()):
-        parser.error("--base DIR (a worktree of the baseline commit) is needed for the baseline and "
-                     "threads parts")
+        parser.error("--base DIR (a worktree of the baseline commit) is needed for the baseline, "
+                     "threads and quick parts")
     if args.select:
         SELECT.extend(["-k", args.select])
     env, start_load = environment(), machine_load()
@@ -268,6 +301,8 @@ def main() -> None:
                           "one_thread_s": round(one, 1), "baseline_default_s": round(base, 1),
                           "ratio_default_vs_one_thread": round(default / one, 2),
                           "ratio_baseline_default_vs_one_thread": round(base / one, 2)}
+    if "quick" in parts:
+        out["quick"] = quick_part(args.base)
     save(complete=True)
 
 
