@@ -5,7 +5,8 @@ folds into noise. Stdlib only.
 :func:`table` lays out columns at their natural width when they fit; otherwise it narrows the widest
 wrappable column one character at a time (never below :data:`MIN_COLUMN`) until the row fits, and wraps
 those cells onto continuation lines, so every value stays in its column; a table that cannot fit so
-becomes one record per row (``header: cell`` pairs). :func:`fit_lines`
+becomes one record per row (``header: cell`` pairs). Before narrowing, the columns every row shares (one
+model, one suite) go on a line above the table, which then often fits. :func:`fit_lines`
 wraps free-text lines at spaces (a path or an id is never cut), continuation lines indented.
 """
 
@@ -54,6 +55,10 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], width: int | Non
     stripped."""
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
     wrapped = set(range(len(header))) if wrap is None else set(wrap)
+    if width is not None and _too_wide(widths, width):
+        shared = _shared(header, rows, wrapped, width, rule)
+        if shared is not None:
+            return shared
     if width is not None and not _narrow(widths, width, wrapped):
         return records(header, rows, width)
     out: list[str] = []
@@ -65,6 +70,25 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], width: int | Non
         if n == 0 and rule:
             out.append(GAP.join("-" * w for w in widths))
     return out
+
+
+def _too_wide(widths: Sequence[int], width: int) -> bool:
+    return sum(widths) + len(GAP) * (len(widths) - 1) > width
+
+
+def _shared(header: Sequence[str], rows: Sequence[Sequence[str]], wrap: set[int], width: int,
+            rule: bool) -> list[str] | None:
+    """A table too wide whose rows share some cells (one model, one suite): those ``header: cell`` pairs
+    on a line above, the table of the other columns under it; ``None`` when no column is shared (or
+    one row: its record reads better)."""
+    same = [i for i in range(len(header)) if all(r[i] == rows[0][i] for r in rows)] if len(rows) > 1 else []
+    if not same or len(same) == len(header):
+        return None
+    keep = [i for i in range(len(header)) if i not in same]
+    above = fit_lines([" · ".join(f"{header[i]}: {rows[0][i]}" for i in same if rows[0][i])], width)
+    below = table([header[i] for i in keep], [[r[i] for i in keep] for r in rows], width,
+                  [j for j, i in enumerate(keep) if i in wrap], rule=rule)
+    return [*above, *below] if above != [""] else below
 
 
 def records(header: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[str]:

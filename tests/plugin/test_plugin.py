@@ -226,8 +226,8 @@ def test_inconclusive_point_pass_is_flagged_in_json_html_and_summary(pytester: p
     html = (pytester.path / "faith-report" / "scorecard.html").read_text()
     assert '<span class="badge inconclusive"' in html and "detects ±0.100" in html
     assert "1 inconclusive" in html
-    result.stdout.re_match_lines(
-        [r"flip\s+-\s+test_pr\s+PR\s+clip.*>= 0\.800\s+pass \(inconclusive\)\s+±0\.100$"])
+    result.stdout.re_match_lines([r"suite: flip · dataset: - · test: test_pr · model: clip · variant: base$",
+                                  r"PR\s+0\.850 .*>= 0\.800\s+pass \(inconclusive\)\s+±0\.100$"])
     assert "inconclusive: the 95% CI straddles the threshold" in result.stdout.str()
     _setup(pytester, {"hits": [1] * 17 + [0] * 3, "ci": [0.81, 0.89]})  # clear of 0.80: conclusive
     assert _run(pytester).ret == 0

@@ -86,8 +86,9 @@ def test_quick_leaves_out_the_diagnostics_and_says_so(pytester: pytest.Pytester)
     pytester.makepyfile(test_t=DIAGNOSTICS)
     quick = pytester.runpytest(*PLUGINS, "--faith-profile", "quick", "-v")
     quick.assert_outcomes(passed=1, deselected=2)
-    quick.stdout.fnmatch_lines(["*test_gated?base? PASSED*", "quick profile: 2 test(s) marked faith_diagnostic "
-                                "(they record and gate nothing) not run; --faith-profile default runs them"])
+    quick.stdout.fnmatch_lines(["*test_gated?base? PASSED*",
+                                "quick profile: 2 test(s) marked faith_diagnostic (they record and gate "
+                                "nothing) not run; --faith-profile default runs them"])
     card = json.loads((pytester.path / "faith-report" / "scorecard.json").read_text())
     assert [t["test"] for t in card["tests"]] == ["test_t.py::test_gated[base]"]
     default = pytester.runpytest(*PLUGINS, "-v")

@@ -47,6 +47,18 @@ def test_a_table_too_wide_for_the_output_becomes_records() -> None:
     assert out == ["name:", "    xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", "    · n:", "    12345"]
 
 
+def test_columns_every_row_shares_go_above_a_table_too_wide() -> None:
+    header = ["suite", "model", "metric", "value"]
+    rows = [["difference_consistency", "reference:vlm", "DS_count", "0.91"],
+            ["difference_consistency", "reference:vlm", "DS_exist", "0.12"]]
+    assert table(header, rows, width=40) == [
+        "suite: difference_consistency · model:", "    reference:vlm",
+        "metric    value", "DS_count  0.91", "DS_exist  0.12"]
+    one = table(header, rows[:1], width=40)  # one row: its record
+    assert one[0] == "suite: difference_consistency · model:"
+    assert table(header, rows, width=80)[0].startswith("suite  ")  # it fits: a plain table
+
+
 def test_output_width(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("COLUMNS", raising=False)
     assert output_width(True, 200) == 200 and output_width(False, 80) == LOG_WIDTH == 120
@@ -75,8 +87,10 @@ def test_the_summary_and_the_comparison_fit_a_log() -> None:
     assert max(len(line) for line in fitted) <= 200 and fitted[1].startswith("suite "), fitted  # a table
     narrow = summary_lines(sc, [], None, [], width=60)  # too narrow for 11 columns: one record per result
     assert max(len(line) for line in narrow) <= 60 and narrow[1].startswith("suite: difference_consistency")
-    text = format_comparison(compare(sc, sc), width=200)
-    assert max(len(line) for line in text.splitlines()) <= 200 and text.startswith("status ")
-    text = format_comparison(compare(sc, sc), width=120)  # 13 columns do not fit 120: records
-    assert max(len(line) for line in text.splitlines()) <= 120 and text.startswith("status: unchanged · ")
+    for width in (200, 120):  # 13 columns fit neither: what the six deltas share goes on a line above
+        text = format_comparison(compare(sc, sc), width=width)
+        assert max(len(line) for line in text.splitlines()) <= width
+        assert text.startswith("status: unchanged · ")
+        assert [line.split() for line in text.splitlines() if line.startswith("test ")] == [
+            ["test", "baseline", "current"]], text
     assert max(len(line) for line in format_comparison(compare(sc, sc)).splitlines()) > 120
