@@ -211,7 +211,7 @@ def test_difference_naming(faith: Faith, spdfaith_data: SpdData, variant: str, f
 
 
 @pytest.mark.faith_diagnostic
-@pytest.mark.parametrize("variant", diagnostic_params(VARIANTS, gated=(GATED,)))
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_residual_stream(faith: Faith, spdfaith_data: SpdData, variant: str, faith_seed: int) -> None:
     """cos(h_same, h_diff) of the pre-answer residual states per layer (App. D.3, Fig. 21), with its CI
     band over images, for consistent and for contradictory pairs. Recorded, not gated."""
