@@ -90,7 +90,7 @@ class Controller:
         self.lock_error: str | None = None  # the report directory could not be taken: nothing is written
         self._run_fields: dict[str, Any] | None = None
         self.deselected = 0  # tests -k / -m / --faith-shard deselected (named when nothing was selected)
-        self.diagnostics_left = 0  # faith_diagnostic tests a profile left out (serial: known; xdist: 0)
+        self.diagnostics_left = 0  # faith_diagnostic tests a profile left out (xdist: a worker's count)
         self.session: pytest.Session | None = None  # at sessionfinish: its exit status is the final one
 
     def run_fields(self) -> dict[str, Any]:

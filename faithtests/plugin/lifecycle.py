@@ -197,7 +197,7 @@ def none_selected(deselected: int, baseline: Scorecard | None) -> str:
 
 
 def diagnostics_note(profile: str, left: int) -> list[str]:
-    """What a profile without diagnostics left out (``left``: 0 when not known, under xdist)."""
+    """What a profile without diagnostics left out (``left``: 0 when not known)."""
     if PROFILES[profile].diagnostics:
         return []
     n = f"{left} test(s)" if left else "the tests"

@@ -67,6 +67,7 @@ FAITH_KEY = pytest.StashKey[Faith]()
 _SENT_INFO = pytest.StashKey[dict[str, dict[str, Any]]]()
 _CONTROLLER = pytest.StashKey[Controller]()
 _SETUP_S = pytest.StashKey[float]()  # the setup phase's seconds, added to the call's
+_DIAGNOSTICS_LEFT = "faith_diagnostics_left"  # xdist workeroutput key: tests a profile left out
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -232,6 +233,17 @@ def _leave_diagnostics(config: pytest.Config, items: list[pytest.Item]) -> None:
         config.hook.pytest_deselected(items=left)
         if (controller := config.stash.get(_CONTROLLER, None)) is not None:
             controller.diagnostics_left += len(left)
+        if (output := getattr(config, "workeroutput", None)) is not None:  # xdist: for the controller
+            output[_DIAGNOSTICS_LEFT] = len(left)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist controller: how many diagnostics a worker's collection left out (each collects them all)."""
+    controller = node.config.stash.get(_CONTROLLER, None)
+    left = int(getattr(node, "workeroutput", {}).get(_DIAGNOSTICS_LEFT, 0))
+    if controller is not None:
+        controller.diagnostics_left = max(controller.diagnostics_left, left)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -94,6 +94,8 @@ def test_quick_leaves_out_the_diagnostics_and_says_so(pytester: pytest.Pytester)
     default = pytester.runpytest(*PLUGINS, "-v")
     default.assert_outcomes(passed=3)
     assert "marked faith_diagnostic" not in default.stdout.str()
+    parallel = pytester.runpytest_subprocess(*PLUGINS, "-p", "xdist", "-n", "2", "--faith-profile", "quick")
+    parallel.stdout.fnmatch_lines(["quick profile: 2 test(s) marked faith_diagnostic *"])  # workers counted
 
 
 def test_a_diagnostic_mark_on_a_test_that_checks_fails_it(pytester: pytest.Pytester) -> None:
