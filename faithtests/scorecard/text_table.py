@@ -55,7 +55,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], width: int | Non
     stripped."""
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
     wrapped = set(range(len(header))) if wrap is None else set(wrap)
-    if width is not None and _too_wide(widths, width):
+    if width is not None and _excess(widths, width) > 0:
         shared = _shared(header, rows, wrapped, width, rule)
         if shared is not None:
             return shared
@@ -72,8 +72,9 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], width: int | Non
     return out
 
 
-def _too_wide(widths: Sequence[int], width: int) -> bool:
-    return sum(widths) + len(GAP) * (len(widths) - 1) > width
+def _excess(widths: Sequence[int], width: int) -> int:
+    """How many characters a row at ``widths`` is wider than ``width`` (<= 0: it fits)."""
+    return sum(widths) + len(GAP) * (len(widths) - 1) - width
 
 
 def _shared(header: Sequence[str], rows: Sequence[Sequence[str]], wrap: set[int], width: int,
@@ -101,7 +102,7 @@ def records(header: Sequence[str], rows: Sequence[Sequence[str]], width: int) ->
 def _narrow(widths: list[int], width: int, wrap: set[int]) -> bool:
     """Narrow the widest wrappable column, one character at a time, until the line fits (in place);
     False when it cannot."""
-    excess = sum(widths) + len(GAP) * (len(widths) - 1) - width
+    excess = _excess(widths, width)
     while excess > 0:
         candidates = [i for i in wrap if widths[i] > MIN_COLUMN]
         if not candidates:
