@@ -8,12 +8,15 @@
   ``load_model`` exactly as a user's checkpoint would be (torch imported only when one is asked for);
 - ``small_default_run``: the report of one ``pytest suites/ --faith-limit 6`` run, shared by the tests that
   need every suite, test and model stage but not every item. Its tests share one ``xdist_group``, so under
-  ``-n 2`` one worker runs it once (each worker would otherwise run its own).
+  ``-n 2`` one worker runs it once (each worker would otherwise run its own);
+- one output cache for every suite run of the session (``$FAITH_TEST_CACHE``, see :func:`pytest_configure`).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,7 @@ import numpy as np
 import pytest
 
 from faithtests.testing.families import VLM_FAMILIES  # torch-free at import
-from faithtests.testing.suite_run import run_small_default
+from faithtests.testing.suite_run import CACHE_ENV, run_small_default
 
 #: The seed sweep (tests/seeds: ten default runs and their twins, ~25 min) runs once in CI, by itself:
 #: ``FAITH_SEED_SWEEP=1 pytest tests/seeds -n 2`` (.ci/run); ``pytest tests/`` leaves it out.
@@ -64,6 +67,24 @@ def shared_data() -> Path:
             pytest.fail(f"CI=true and {why}")
         pytest.skip(why)
     return root
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Without ``$FAITH_TEST_CACHE`` (CI sets it to its main job's outputs), the session makes one empty
+    output cache that every suite run given :func:`~faithtests.testing.suite_run.env_cache_args` reads and
+    extends, so a fresh clone computes a bundled model's rows once, not once per test module that runs
+    its suite (CI's way, filled as the tests go). Set by the controller before xdist starts its workers,
+    which inherit it; removed at the end. ``FAITH_TEST_CACHE=`` (set, empty) runs every suite uncached."""
+    if CACHE_ENV in os.environ or hasattr(config, "workerinput"):
+        return
+    folder = tempfile.mkdtemp(prefix="faith-test-cache-")
+    os.environ[CACHE_ENV] = folder
+
+    def remove() -> None:
+        os.environ.pop(CACHE_ENV, None)
+        shutil.rmtree(folder, ignore_errors=True)
+
+    config.add_cleanup(remove)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

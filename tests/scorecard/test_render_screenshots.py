@@ -30,6 +30,7 @@ from PIL import Image
 from test_html_chromium import _FLAGS, _dump_dom, find_chromium, probe
 
 from faithtests.scorecard.viewer import PAGE_ROWS
+from faithtests.testing.suite_run import env_cache_args
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREEN = 900  # px: one screen
@@ -91,7 +92,9 @@ def reports(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     runs = [_pytest_run(tmp / f"history-{s}", HISTORY_SUITE, "--faith-limit", HISTORY_LIMIT, "--faith-seed",
                         str(s), "--faith-run-name", "ci-history", "--faith-step", str(s))
             for s in range(1, 5)]
-    return {"default": _pytest_run(tmp / "default", "suites/", "--faith-limit", DEFAULT_LIMIT),
+    # the default run with the session's output cache, as .ci/run's main job runs with its own
+    return {"default": _pytest_run(tmp / "default", "suites/", "--faith-limit", DEFAULT_LIMIT,
+                                   *env_cache_args()),
             "failing": _pytest_run(tmp / "failing", "suites/", "--faith-limit", FAILING_LIMIT, *FAILING),
             "history": _history(tmp / "history.html", runs)}
 
