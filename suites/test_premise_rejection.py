@@ -265,7 +265,8 @@ def test_prompt_variant(faith: Faith, premise_data: PremiseData, prompt: str, fa
     for why, count in sorted(vr.not_applicable.items()):
         faith.invalid(f"{prompt} not applicable", count, total=len(run.records), examples=[why])
     for kind, count in sorted(vr.invalid.items()):
-        faith.invalid(kind, count, total=len(vr.records), examples=vr.examples.get(kind, []))
+        total = vr.totals().get(kind, len(vr.records))  # a tie per shuffle: out of K answers per record
+        faith.invalid(kind, count, total=total, examples=vr.examples.get(kind, []))
     at = {r.item_id: i for i, r in enumerate(run.records)}
     rows = np.array([at[r.item_id] for r in vr.records], dtype=np.int64)
     lost = len(run.records) - len(rows)

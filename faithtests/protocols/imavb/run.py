@@ -289,6 +289,9 @@ class VariantRun(CountsInvalid):
     #: records the variant does not apply to (A6/A7: image stimuli, rows without a timestamp), by reason
     not_applicable: dict[str, int] = field(default_factory=dict)
     explanations: list[str] = field(default_factory=list)  # A5: the reply without its verdict word
+    #: what a kind of ``invalid`` counts out of, where that is not the records (``totals()``): a tied or
+    #: letterless answer of an A1-protocol variant (A4, A6, A7) is counted per shuffle, K per record
+    out_of: dict[str, int] = field(default_factory=dict)
 
 
 def run_variant(
@@ -376,8 +379,8 @@ def _scored(out: VariantRun, run: ChoiceRun) -> VariantRun:
     kind = NO_LETTER if run.generated else "tied top logit"  # a generated letter ties only when absent
     for r, a in zip(run.records, ans, strict=True):
         said = f": {run.unparsed[r.item_id]!r}" if r.item_id in run.unparsed else ""
-        for _ in range(int((a == TIE).sum())):
-            out.reject(kind, r.item_id + said)
+        for _ in range(int((a == TIE).sum())):  # per answer: a constant model ties in all K shuffles
+            out.reject(kind, r.item_id + said, out_of=ans.size)
     return out
 
 

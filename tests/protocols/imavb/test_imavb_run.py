@@ -14,6 +14,7 @@ from faithtests.models.interfaces import Decision, Hooks, Prompt
 from faithtests.protocols.imavb.metrics import answers, correct, split_scores
 from faithtests.protocols.imavb.prompts import last_valid_letter
 from faithtests.protocols.imavb.run import run_choice, run_variant
+from faithtests.protocols.imavb.shuffles import K_SHUFFLES
 from faithtests.protocols.imavb.sources import world_records
 from faithtests.scorecard.thresholds import load_thresholds
 
@@ -133,6 +134,23 @@ def test_a4_runs_the_a1_protocol_with_the_warning() -> None:
     assert (vr.correct[mis] == 1).all() and (vr.correct[~mis] == 0).all()
     with pytest.raises(ValueError, match="A1 is run_choice"):
         run_variant(LetterVLM(), world_records(1, seed=0), "A1")  # type: ignore[arg-type]
+
+
+class ConstantVLM(LetterVLM):
+    """The same logit for every letter: every answer is a tie."""
+
+    def decide(self, prompts: Sequence[Prompt], options: Sequence[str], hooks: Hooks | None = None
+               ) -> Decision:
+        return Decision(logits=torch.zeros(len(prompts), 6), states=torch.zeros(2, len(prompts), 4))
+
+
+def test_a4_of_a_constant_model_counts_each_shuffle_out_of_all_shuffles() -> None:
+    """A tie is counted per answer, K per record; the count's total is the answers, not the records (it
+    was the records: a constant model's 3 x 20 ties over 20 raised in the suite's ``faith.invalid``)."""
+    vr = run_variant(ConstantVLM(), world_records(10, seed=0), "A4")  # type: ignore[arg-type]
+    kind, answers = "tied top logit", 20 * K_SHUFFLES  # 10 stimuli, standard and misleading: 20 records
+    assert len(vr.records) == 20 and vr.invalid == {kind: answers} and vr.totals() == {kind: answers}
+    assert (vr.correct == 0).all()  # ties count wrong, never guessed
 
 
 def test_an_always_rejecting_model_fails_std_v() -> None:
