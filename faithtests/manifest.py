@@ -57,6 +57,9 @@ class Manifest:
     #: where the profile's limit would leave one of its checks without a verdict on the good references;
     #: a key is what its fixtures pass to ``RunConfig.capped`` (its name, or a part of it: ``imavb-clips``).
     profile_limits: Mapping[str, Mapping[str, int | None]] = field(default_factory=dict)
+    #: The requests to a served model that only its answers decide, in words (``--faith-api-estimate``
+    #: counts none it has no answer for: its count for these suites is then a lower bound, by at most this).
+    answer_dependent: str = ""
 
 
 def load_attr(ref: str) -> Any:

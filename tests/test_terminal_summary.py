@@ -172,6 +172,10 @@ def test_a_served_model_says_what_it_was_asked() -> None:
         "endpoint gpt: 1234 request(s) sent; 3 option letter(s) outside its top log-probs, bounded"]
     sc.fingerprint["models"]["gpt"]["endpoint"]["bounded_letters"] = 0
     assert "endpoint gpt: 1234 request(s) sent" in summary_lines(sc, [], None, [])
+    # per suite where the run recorded it (plugin.api_cost.endpoint_info), the probe's apart
+    sc.fingerprint["models"]["gpt"]["endpoint"] |= {"probe": 2, "suites": {"b": 1000, "a": 232}}
+    assert ("endpoint gpt: 1234 request(s) sent; per suite: a 232, b 1000, the probe at load 2"
+            in summary_lines(sc, [], None, []))
 
 
 def test_the_verdicts_count_missing_baseline_results() -> None:

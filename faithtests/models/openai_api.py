@@ -26,6 +26,10 @@ chunks as they complete: a re-run asks the endpoint nothing, and a run stopped b
 what it was told. An endpoint has no weights to hash: its rows are keyed by the base URL, the served
 model name, the server's version and ``system_fingerprint`` (what the probe found). A server that serves
 other weights under the same name and version must be cached apart (another ``--faith-cache``).
+
+``--faith-api-estimate`` (:mod:`.api_estimate`): after its probe, the model sends nothing; each call
+counts the prompts it would send (and their images) and the ones the output cache already holds, and
+answers with placeholders ("" / a zero row) that are never stored (:meth:`OpenAIModel.estimate_rows`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from faithtests.models.api_estimate import Tally, add_model, estimating
 from faithtests.models.capabilities import require
 from faithtests.models.errors import EndpointError, ModelSpecError, NotApplicable
 from faithtests.models.interfaces import Attentions, Decision, Hooks, Prompt
@@ -113,7 +118,11 @@ class OpenAIModel:
     store_namespace: str | None = None
     max_requests: int | None = None  # the run's request budget (None: no limit)
     requests: int = 0  # requests sent so far (the probe's included)
+    probe_requests: int = 0  # of which the probe's at load
     failed: str = ""  # why the endpoint stopped answering: every later call fails at once with it
+    estimating: bool = False  # --faith-api-estimate: count, never send (after the probe)
+    _tally: Tally = field(default_factory=Tally)
+    _planned: set[tuple[str, str]] = field(default_factory=set)  # (kind, prompt key) counted so far
     _client: Any = None
     _lock: Any = field(default_factory=threading.Lock)
 
@@ -125,10 +134,13 @@ class OpenAIModel:
                               max_retries=self.max_retries)
 
     # ------------------------------------------------------------------------------ calls
-    def _complete(self, prompt: Prompt, max_tokens: int, logprobs: bool) -> Any:
+    def _sendable(self, prompt: Prompt) -> None:
         if prompt.video or prompt.audio is not None:
             raise NotApplicable(self.spec, "media_parts", "the openai: adapter sends images and text only "
                                 "(no video or audio parts yet)")
+
+    def _complete(self, prompt: Prompt, max_tokens: int, logprobs: bool) -> Any:
+        self._sendable(prompt)
         extra: dict[str, Any] = {"logprobs": True, "top_logprobs": TOP_LOGPROBS} if logprobs else {}
         return self._create(messages=chat_messages(prompt), max_tokens=max_tokens, temperature=0.0,
                             seed=SEED, **extra)
@@ -148,6 +160,8 @@ class OpenAIModel:
         once with the same reason, instead of each waiting out its retries."""
         from openai import APIConnectionError, APIError  # local: the api extra
 
+        if self.estimating:  # never reached through the protocol calls (estimate_rows): a last guard
+            raise EndpointError(f"{self.spec}: --faith-api-estimate sends nothing past the probe")
         with self._lock:
             if not self.failed and self.max_requests is not None and self.requests >= self.max_requests:
                 self.failed = (f"{self.spec}: the run's budget of {self.max_requests} requests is spent "
@@ -180,9 +194,13 @@ class OpenAIModel:
                                        "served": self.served, "seed": SEED})
 
     def _rows(self, kind: str, prompts: Sequence[Prompt], call: Callable[[Prompt], T],
-              codec: tuple[Callable[[T], bytes], Callable[[bytes], T]]) -> list[T]:
+              codec: tuple[Callable[[T], bytes], Callable[[bytes], T]], blank: T, more: int = 0) -> list[T]:
         """``call`` per prompt, through the output store in chunks (module doc); one progress stage over
-        all the prompts (rate and time left), advanced as each chunk is answered or read back."""
+        all the prompts (rate and time left), advanced as each chunk is answered or read back. In
+        estimate mode, :meth:`estimate_rows` instead (``blank``, ``more``: its placeholder and bound)."""
+        if self.estimating:
+            return self.estimate_rows(kind, prompts, codec, blank, more)
+
         def compute(chunk: Sequence[Prompt]) -> Callable[[list[int]], list[T]]:
             return lambda idx: self._each([chunk[i] for i in idx], call)
 
@@ -197,6 +215,43 @@ class OpenAIModel:
                     out += self.store.rows(self.store_namespace, f"{self.store_namespace}|{kind}", keys,
                                            compute(chunk), codec)
                 call_share(len(out), len(prompts))
+        return out
+
+    def start_estimate(self) -> None:
+        """Estimate mode from now on (:mod:`.api_estimate`): no further request is sent."""
+        self.estimating = True
+        add_model(self)
+
+    def tally(self) -> Tally:
+        """What estimate mode counted so far, and the requests really sent (the probe's)."""
+        return Tally(**{**self._tally.as_dict(), "sent": self.requests})
+
+    def estimate_rows(self, kind: str, prompts: Sequence[Prompt],
+                      codec: tuple[Callable[[T], bytes], Callable[[bytes], T]], blank: T,
+                      more: int = 0) -> list[T]:
+        """Estimate mode: nothing is sent. A prompt the output cache holds is read back and counted
+        ``cached``; any other is counted as a request the run would send (with its images, and ``more``:
+        the most further requests its answer may cost) and answered with ``blank``, never stored. Each
+        (kind, prompt) counts once, as the real run asks it once (a repeat is answered from the store);
+        without a store every prompt counts. A prompt the endpoint cannot take is not applicable, as in
+        the real run."""
+        ns = f"{self.store_namespace}|{kind}" if self.store is not None and self.store_namespace else None
+        keys = [prompt_key(p) for p in prompts]
+        held = self.store.get(ns, keys) if self.store is not None and ns is not None else {}
+        out: list[T] = []
+        for p, k in zip(prompts, keys, strict=True):
+            first = ns is None or (kind, k) not in self._planned
+            self._planned.add((kind, k))
+            if k in held:
+                self._tally.cached += first
+                out.append(codec[1](held[k]))
+                continue
+            self._sendable(p)
+            if first:
+                self._tally.requests += 1
+                self._tally.images += len(p.images)
+                self._tally.more += more
+            out.append(blank)
         return out
 
     def probe(self) -> None:
@@ -219,6 +274,7 @@ class OpenAIModel:
         self.capabilities["logprobs"] = "yes" if _top(with_image) else (
             "the endpoint accepted logprobs=True but returned no top_logprobs")
         self.capabilities["reply_scores"] = self._probe_reply_scores(probe)
+        self.probe_requests = self.requests
 
     def _probe_reply_scores(self, probe: Prompt) -> str:
         """"yes" when the endpoint scores a given one-letter reply (module doc), else why not."""
@@ -262,7 +318,7 @@ class OpenAIModel:
                 return str(out.choices[0].message.content or "").strip()
             except (AttributeError, IndexError, TypeError) as err:
                 raise EndpointError(f"{self.spec}: the reply is not a chat completion: {out!r:.300}") from err
-        return self._rows(f"generate/{max_new_tokens}", prompts, one, TEXT_CODEC)
+        return self._rows(f"generate/{max_new_tokens}", prompts, one, TEXT_CODEC, "")
 
     def option_logits(self, prompts: Sequence[Prompt], options: Sequence[str],
                       hooks: Hooks | None = None) -> torch.Tensor:
@@ -279,7 +335,10 @@ class OpenAIModel:
                 best[key] = max(best.get(key, -math.inf), logprob)
             row = [best[o] if o in best else self._unlisted(p, o, top) for o in options]
             return torch.tensor(row, dtype=torch.float32)
-        rows = self._rows(f"option_logits/{','.join(options)}", prompts, one, ARRAY_CODEC)
+        # estimate mode: a zero row; where replies are scored, a letter outside the top 20 costs a request
+        more = len(options) if self.capabilities.get("reply_scores") == "yes" else 0
+        rows = self._rows(f"option_logits/{','.join(options)}", prompts, one, ARRAY_CODEC,
+                          torch.zeros(len(options), dtype=torch.float32), more)
         return torch.stack(rows) if rows else torch.zeros(0, len(options))
 
     def _unlisted(self, prompt: Prompt, letter: str, top: list[tuple[str, float]]) -> float:
@@ -373,4 +432,6 @@ def load(rest: str, **_: Any) -> OpenAIModel:
     model, url = parse_spec(rest)
     vlm = OpenAIModel(spec=f"openai:{rest}", model=model, base_url=url)
     vlm.probe()
+    if estimating():  # --faith-api-estimate: the probe's requests are the last ones sent
+        vlm.start_estimate()
     return vlm

@@ -106,8 +106,9 @@ class Controller:
         return self._run_fields
 
     def start_report(self) -> None:
-        """Writable check + lock + mark the previous report superseded (see ``lifecycle``), once."""
-        if not self._started:
+        """Writable check + lock + mark the previous report superseded (see ``lifecycle``), once; never
+        for ``--faith-api-estimate`` (it writes no report: :mod:`.api_cost`)."""
+        if not self._started and not self.opts.api.estimate:
             self._started = True
             self.lock.acquire(self.notes)
 
@@ -211,6 +212,8 @@ class Controller:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.session = session
+        if self.opts.api.estimate:  # placeholder answers: no verdicts, no report (plugin.api_cost)
+            return
         if not self.records:
             self._nothing_recorded(session)
             return

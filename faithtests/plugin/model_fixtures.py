@@ -51,7 +51,7 @@ from faithtests.models.threads import (
     xdist_workers,
 )
 from faithtests.models.work import work_of
-from faithtests.plugin import scaleout, usage
+from faithtests.plugin import api_cost, scaleout, usage
 from faithtests.plugin.distribution import group_name, worker_device
 from faithtests.plugin.item_keys import suite_name
 from faithtests.plugin.model_spec import DEFAULT_OMNI
@@ -316,8 +316,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
         if hasattr(model, "truncation_info"):
             register_model_info(item.config, label, {"truncated_inputs": model.truncation_info()})
         if hasattr(model, "max_requests"):  # a served model: what this run has asked of its endpoint
-            register_model_info(item.config, label, {"endpoint": {"requests": model.requests,
-                                                                  "bounded_letters": model.bounded}})
+            register_model_info(item.config, label, {"endpoint": api_cost.endpoint_info(item, model)})
         if (work := work_of(model)) is not None:  # what its forwards computed, summed over workers
             register_model_info(item.config, label, {"work": work})
         if hasattr(model, "in_process_calls"):  # a Ray-pooled model: calls that ran in the driver

@@ -358,6 +358,12 @@ API_MAX_REQUESTS = Option("faith_api_max_requests",
                           else None, metavar="N",
                           ini_help="request budget per endpoint (see --faith-api-max-requests)",
                           section="served models", doc_default="no limit")
+API_ESTIMATE = Option("faith_api_estimate",
+                      "openai: models: probe each endpoint, then send nothing: the summary prints per suite "
+                      "the requests the run would send, those --faith-cache already holds and their images "
+                      "(what to price before the real run); no report is written, the tests of in-process "
+                      "models are deselected and the others skip with their counts", False, kind="flag",
+                      ini=False, parse=lambda raw, _: bool(raw), section="served models")
 NO_PROGRESS = Option("faith_no_progress",
                      "no progress lines for long model stages (also off with -qq and when the output is "
                      "not a terminal)", False,
@@ -371,7 +377,8 @@ PLUGIN_OPTIONS: tuple[Option, ...] = (
     FORCE_UPDATE_BASELINE,
     MAX_EXEMPLARS, DEFAULT_THRESHOLDS_FILE, DEVICE, DTYPE, BATCH_SIZE, THREADS, CACHE, ANSWER_MODE,
     NO_VLM_SCORER,
-    SHARD, RAY, RAY_ACTORS, RAY_GPUS, DEVICE_MAP, API_CONCURRENCY, API_TIMEOUT, API_MAX_REQUESTS, NO_PROGRESS,
+    SHARD, RAY, RAY_ACTORS, RAY_GPUS, DEVICE_MAP, API_CONCURRENCY, API_TIMEOUT, API_MAX_REQUESTS,
+    API_ESTIMATE, NO_PROGRESS,
 )
 
 

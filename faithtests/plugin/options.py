@@ -45,6 +45,7 @@ class ApiSettings:
     concurrency: int | None = None
     timeout_s: float | None = None
     max_requests: int | None = None
+    estimate: bool = False  # --faith-api-estimate: probe, then count what would be sent (plugin.api_cost)
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,7 @@ def parse_options(config: pytest.Config) -> FaithOptions:
         no_vlm_scorer=bool(setting(config, o.NO_VLM_SCORER)), shard=setting(config, o.SHARD) or None,
         no_progress=bool(setting(config, o.NO_PROGRESS)),
         api=ApiSettings(setting(config, o.API_CONCURRENCY), setting(config, o.API_TIMEOUT),
-                        setting(config, o.API_MAX_REQUESTS)),
+                        setting(config, o.API_MAX_REQUESTS), bool(setting(config, o.API_ESTIMATE))),
         scale={opt.name: _as_given(config, opt) for opt in (o.RAY, o.RAY_ACTORS, o.RAY_GPUS, o.DEVICE_MAP)},
         protocol={opt.name: setting(config, opt) for m in manifests() for opt in m.options},
     )

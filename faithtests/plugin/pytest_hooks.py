@@ -22,6 +22,7 @@ import pytest
 
 from faithtests.config import RUN_CONFIG
 from faithtests.models.errors import EndpointError, NotApplicable
+from faithtests.plugin import api_cost
 from faithtests.plugin.controller import (
     INSUFFICIENT_PROPERTY,
     MESSAGE_CHARS,
@@ -94,6 +95,7 @@ def pytest_configure(config: pytest.Config) -> None:
     opts = parse_options(config)
     config.stash[FAITH_OPTIONS] = opts
     config.stash[RUN_CONFIG] = run_config_of(opts)
+    api_cost.configure(config, opts)  # before any endpoint loads (a protocol's judge: at its configure)
     try:
         config.stash[FAITH_THRESHOLDS] = load_thresholds(
             opts.default_thresholds, opts.thresholds_file, default_required=opts.default_thresholds_explicit

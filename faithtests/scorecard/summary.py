@@ -241,7 +241,10 @@ def endpoint_lines(sc: Scorecard) -> list[str]:
         if isinstance(ep, dict):
             bounded = ep.get("bounded_letters", 0)
             tail = f"; {bounded} option letter(s) outside its top log-probs, bounded" if bounded else ""
-            out.append(f"endpoint {label}: {ep.get('requests', 0)} request(s) sent{tail}")
+            suites = ep.get("suites") or {}
+            per = ("; per suite: " + ", ".join(f"{s} {n}" for s, n in sorted(suites.items()))
+                   + f", the probe at load {ep.get('probe', 0)}") if suites else ""
+            out.append(f"endpoint {label}: {ep.get('requests', 0)} request(s) sent{per}{tail}")
     return out
 
 

@@ -20,3 +20,13 @@ def test_process_counters_are_summed_over_workers() -> None:
         "caption": {"truncated": 3, "checked": 14, "limit": 77, "longest_tokens": 120}}
     # one process: unchanged (the serial run)
     assert merge_worker_models({"main": gw0}) == gw0
+
+
+def test_a_served_models_requests_per_suite_add_up_over_workers() -> None:
+    """``endpoint`` (plugin.api_cost.endpoint_info): each worker's requests, probe and per-suite counts
+    are its own process's; the run's are their sums, suite by suite."""
+    gw0 = {"api": {"endpoint": {"requests": 12, "bounded_letters": 0, "probe": 2, "suites": {"a": 10}}}}
+    gw1 = {"api": {"endpoint": {"requests": 9, "bounded_letters": 1, "probe": 2, "suites": {"a": 3, "b": 4}}}}
+    got = merge_worker_models({"gw0": gw0, "gw1": gw1})["api"]["endpoint"]
+    assert got == {"requests": 21, "bounded_letters": 1, "probe": 4, "suites": {"a": 13, "b": 4}}
+    assert got["requests"] == got["probe"] + sum(got["suites"].values())

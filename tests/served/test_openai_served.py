@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,7 +207,8 @@ def test_a_server_killed_mid_run_is_a_clear_error_and_its_answers_are_kept(tmp_p
 class _FaultProxy:
     """A real HTTP proxy in front of a real server that answers the next requests with the faults queued
     in ``faults`` ("500", "429", "garbage": a 200 whose body is not JSON, "slow": no answer within the
-    client's timeout), then forwards again. ``seen`` counts the requests it received."""
+    client's timeout), then forwards again. ``seen`` counts the requests it received, ``completions`` the
+    chat completions among them."""
 
     def __init__(self, upstream: str) -> None:
         import http.server
@@ -214,6 +216,8 @@ class _FaultProxy:
 
         self.faults: list[str] = []
         self.seen = 0
+        self.completions = 0
+        lock = threading.Lock()
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -234,7 +238,9 @@ class _FaultProxy:
 
                 n = int(self.headers.get("Content-Length") or 0)
                 data = self.rfile.read(n) if n else None
-                proxy.seen += 1
+                with lock:
+                    proxy.seen += 1
+                    proxy.completions += self.path.endswith("/completions")
                 fault = proxy.faults.pop(0) if proxy.faults and self.path.endswith("/completions") else ""
                 if fault in ("500", "429"):
                     return self._send(int(fault), b'{"error": {"message": "injected %s"}}' % fault.encode())
@@ -354,3 +360,53 @@ def test_a_request_budget_stops_cleanly_and_the_cache_finishes_the_run(served: s
     assert run().returncode in (0, 6)
     cached = run("--faith-api-max-requests", "1")
     assert cached.returncode in (0, 6), cached.stdout[-3000:]
+
+
+def _estimate_table(out: str) -> dict[str, int]:
+    """suite -> requests to send, from the table ``--faith-api-estimate`` prints."""
+    rows = re.findall(r"^  (\w+)\s+([\d,]+)\s+([\d,]+)\s+([\d,]+)", out, re.MULTILINE)
+    return {suite: int(n.replace(",", "")) for suite, n, _, _ in rows}
+
+
+def test_the_estimate_counts_what_the_real_run_sends(served: str, tmp_path: Path) -> None:
+    """``--faith-api-estimate`` over every suite (``--faith-limit 4``), then the same run for real, both
+    through a counting proxy in front of transformers serve: the estimate sends the probe's requests and
+    nothing else and writes no report; per suite, the requests it counted are the ones the real run sent
+    (its scorecard's ``endpoint.suites``, the probe apart) where the protocol declares no request that
+    only the answers decide, and a lower bound where it does (SPD-Faith's naming question: at most one
+    more request per pair, a third of its Yes/No and count questions)."""
+    import sys
+
+    from faithtests.models.openai_api import parse_spec
+    from faithtests.protocols import manifests
+
+    model, url = parse_spec(served.removeprefix("openai:"))
+    proxy = _FaultProxy(url.removesuffix("/v1"))
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "pytest", str(ROOT / "suites"), "-q", "-p", "no:cacheprovider",
+               "--faith-limit", "4", "--faith-allow-insufficient", "--faith-no-progress",
+               "--faith-vlm", f"api=openai:{model}@{proxy.url}/v1", *extra]
+        return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+
+    estimate = run("--faith-api-estimate", "--faith-report", str(tmp_path / "estimate"))
+    assert estimate.returncode == 0, estimate.stdout[-3000:]
+    # the probe: one image with logprobs, one prompt_logprobs request (transformers serve refuses it)
+    probe = proxy.completions
+    assert probe == 2 and "sent: 2 request(s), the probe at load (nothing after it)" in estimate.stdout
+    assert not (tmp_path / "estimate").exists()
+    counted = _estimate_table(estimate.stdout)
+    real = run("--faith-report", str(tmp_path / "real"))
+    assert real.returncode in (0, 6), real.stdout[-3000:]
+    endpoint = json.loads((tmp_path / "real" / "scorecard.json").read_text())["fingerprint"]["models"][
+        "api"]["endpoint"]
+    sent = endpoint["suites"]
+    assert proxy.completions - probe == endpoint["requests"] == endpoint["probe"] + sum(sent.values())
+    assert set(counted) == {*sent, "total"} and counted["total"] == sum(counted[s] for s in sent)
+    bounds = {s for m in manifests() for s in m.suites if m.answer_dependent}
+    for suite, n in sent.items():
+        if suite in bounds:
+            assert counted[suite] <= n <= counted[suite] + counted[suite] // 3, (suite, counted, sent)
+        else:
+            assert counted[suite] == n, (suite, counted, sent)
+    assert "difference_consistency" in bounds and "difference_consistency: a lower bound" in estimate.stdout

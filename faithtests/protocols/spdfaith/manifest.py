@@ -40,4 +40,8 @@ MANIFEST = Manifest(
     bootstrap=10_000,  # resamples over images (pairs made from one original resampled together)
     world="faithtests.protocols.spdfaith.stimuli:pair_items",
     training="faithtests.protocols.spdfaith.training:TASKS",
+    # run._named: the naming question goes only to the pairs the model counts differences in
+    answer_dependent="the naming question goes only to the pairs the model counts at least one difference "
+                     "in: up to one more request per pair (as many as the count questions), and with "
+                     "--faith-spd-judge openai:... one judge request per claim in those answers",
 )
