@@ -69,6 +69,13 @@ def _mean(values: FloatArray, groups: Sequence[Hashable] | None) -> float:
     return float(np.mean(sums / counts))
 
 
+def invariance_gaps(base: ArrayLike, paraphrase: ArrayLike) -> FloatArray:
+    """|s(I,c) − s(I,c')| per pair: the term LGIP Eq. 2 averages (:func:`invariance_summary` averages
+    these, with its CIs)."""
+    b, p = paired_scores(base, paraphrase, "paraphrase scores")
+    return np.abs(b - p)
+
+
 def invariance_error(base: ArrayLike, paraphrase: ArrayLike, *, groups: Sequence[Hashable] | None = None
                      ) -> float:
     """E_inv = E_(I,c) E_c'∈P(I,c) |s(I,c) − s(I,c')|  (LGIP Eq. 2).
@@ -77,8 +84,7 @@ def invariance_error(base: ArrayLike, paraphrase: ArrayLike, *, groups: Sequence
     Eq. 2, image ids the per-image mean. Restrict the pairs to simple or advanced paraphrases for
     E_inv^simple / E_inv^adv.
     """
-    b, p = paired_scores(base, paraphrase, "paraphrase scores")
-    return _mean(np.abs(b - p), groups)
+    return _mean(invariance_gaps(base, paraphrase), groups)
 
 
 def sensitivity_gaps(base: ArrayLike, flip: ArrayLike) -> FloatArray:
@@ -97,7 +103,12 @@ def positive_rate(base: ArrayLike, flip: ArrayLike, *, groups: Sequence[Hashable
 
     Over SugarCrepe (positive, negative) pairs this is SugarCrepe's text accuracy.
     """
-    return _mean((sensitivity_gaps(base, flip) > 0).astype(np.float64), groups)
+    return _mean(flip_detected(sensitivity_gaps(base, flip)), groups)
+
+
+def flip_detected(gaps: FloatArray) -> FloatArray:
+    """1{g > 0} per pair, as 0.0 / 1.0: the term LGIP Eq. 5 averages (strict: a tie is a miss)."""
+    return (gaps > 0).astype(np.float64)
 
 
 def strength_weights(strengths: ArrayLike, floor: float = WEIGHT_FLOOR) -> FloatArray:
@@ -250,8 +261,7 @@ def invariance_summary(
     ``kinds[i]`` is "simple" or "advanced" for pair i: ``paraphrase.paraphrase_kinds`` gives the paper's
     template-marker labels (App. A.1, Table 4) or the generator's provenance.
     """
-    b, p = paired_scores(base, paraphrase, "paraphrase scores")
-    diffs = np.abs(b - p)
+    diffs = invariance_gaps(base, paraphrase)
     ones = np.ones_like(diffs)
     ctx = _context(diffs.size, image_ids, caption_ids, aggregate, n_resamples, level, seed)
     overall = _estimate(diffs, ones, ctx, np.ones(diffs.size, dtype=bool))
@@ -291,7 +301,7 @@ def _relative_increase_estimate(diffs: FloatArray, ctx: _Ctx, simple: NDArray[np
 def _flip_stats(gaps: FloatArray, weights: FloatArray | None, ctx: _Ctx, mask: NDArray[np.bool_]
                 ) -> FlipStats:
     ones = np.ones_like(gaps)
-    pos = (gaps > 0).astype(np.float64)
+    pos = flip_detected(gaps)
     wg = wp = None
     if weights is not None:
         wg, wp = _estimate(gaps, weights, ctx, mask), _estimate(pos, weights, ctx, mask)

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from faithtests.protocols.lgip import metrics
 from faithtests.protocols.lgip.metrics import (
     Aggregate,
     flip_summary,
@@ -35,6 +36,20 @@ def test_invariance_error_eq2_pooled_and_nested() -> None:
     assert invariance_error(BASE, PARA) == pytest.approx(0.07 / 3)  # pooled, public code
     # nested E_(I,c) E_c': caption "a" has pairs 0 and 1 (mean 0.035), caption "b" pair 2 (0)
     assert invariance_error(BASE, PARA, groups=["a", "a", "b"]) == pytest.approx(0.0175)
+
+
+def test_the_summaries_run_the_equations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the suites record (the summaries) is computed by Eq. 2's and Eq. 5's own terms: their pooled
+    values equal the equations' (hand values above and below), and a change to a term moves them."""
+    imgs = ["i0", "i1", "i2"]
+    inv = invariance_summary(BASE, PARA, imgs, n_resamples=0)
+    assert inv.overall.value == invariance_error(BASE, PARA) == pytest.approx(0.07 / 3)
+    flips = flip_summary(BASE, PARA, imgs, n_resamples=0)
+    assert flips.overall.pr.value == positive_rate(BASE, PARA) == pytest.approx(1 / 3)  # only 0.30 > 0.28
+    monkeypatch.setattr(metrics, "invariance_gaps", lambda b, p: 2 * np.abs(np.subtract(b, p)))
+    monkeypatch.setattr(metrics, "flip_detected", lambda g: (g >= 0).astype(np.float64))  # ties count
+    assert invariance_summary(BASE, PARA, imgs, n_resamples=0).overall.value == pytest.approx(0.14 / 3)
+    assert flip_summary(BASE, PARA, imgs, n_resamples=0).overall.pr.value == pytest.approx(2 / 3)
 
 
 FB = [0.30, 0.30, 0.20, 0.25]
