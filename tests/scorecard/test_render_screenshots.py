@@ -11,8 +11,9 @@ every row (page 2 exists when the log holds more than a page).
 
 Which reports: ``FAITH_SCREENSHOT_REPORTS="default=DIR,failing=DIR,history=HTML"`` (set by .ci/run, whose
 main job, the real default run, comes before the library tests). Unset, the reports are built here from
-smaller runs (``--faith-limit``; the failing one under ``--faith-profile quick``); under CI=true, unset is a failure (CI must check the real runs). Without Chromium
-the module skips, unless FAITH_REQUIRE_CHROMIUM=1. ``FAITH_SCREENSHOT_OUT=DIR`` keeps the screenshots.
+smaller runs (``--faith-limit``; the failing one under ``--faith-profile quick``); under CI=true, unset
+is a failure (CI must check the real runs). Without Chromium the module skips, unless
+FAITH_REQUIRE_CHROMIUM=1. ``FAITH_SCREENSHOT_OUT=DIR`` keeps the screenshots.
 """
 
 from __future__ import annotations
