@@ -45,6 +45,9 @@ class Tally:
     def minus(self, other: Tally) -> Tally:
         return Tally(**{f.name: getattr(self, f.name) - getattr(other, f.name) for f in fields(self)})
 
+    def plus(self, other: Tally) -> Tally:
+        return Tally(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
     def __bool__(self) -> bool:
         return any(getattr(self, f.name) for f in fields(self))
 

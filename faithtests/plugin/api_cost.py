@@ -126,12 +126,8 @@ def _counted(config: pytest.Config) -> dict[str, Tally]:
         delta = now.minus(last.get(id(model), Tally()))
         last[id(model)] = now
         if delta:
-            out[model.spec] = add(out.get(model.spec, Tally()), delta)
+            out[model.spec] = out.get(model.spec, Tally()).plus(delta)
     return out
-
-
-def add(a: Tally, b: Tally) -> Tally:
-    return Tally(**{f: getattr(a, f) + getattr(b, f) for f in TALLY_FIELDS})
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: after pytest_hooks has settled the report
@@ -147,7 +143,7 @@ def pytest_runtest_makereport(
         report.user_properties = [*report.user_properties, (PROPERTY, json.dumps(prop, sort_keys=True))]
     so_far = item.stash.get(_TEST, Tally())
     for tally in counts.values():
-        so_far = add(so_far, tally)
+        so_far = so_far.plus(tally)
     item.stash[_TEST] = so_far
     if call.when == "call" and _served(item):
         _as_estimate(item, call, report, so_far)
@@ -193,7 +189,7 @@ class EstimateSummary:
         for spec, tally in dict(prop["counts"]).items():
             per = self.counts.setdefault(str(spec), {})
             got = Tally(**{f: int(tally.get(f, 0)) for f in TALLY_FIELDS})
-            per[suite] = add(per.get(suite, Tally()), got)
+            per[suite] = per.get(suite, Tally()).plus(got)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for name, value in report.user_properties:
@@ -240,7 +236,7 @@ def endpoint_table(per_suite: Mapping[str, Tally], width: int | None = None) -> 
     """suite | requests to send | cached | images (| up to ... more) rows and a total row."""
     total = Tally()
     for tally in per_suite.values():
-        total = add(total, tally)
+        total = total.plus(tally)
     more = total.more > 0
     header = ["suite", "requests to send", "cached", "images", *(["answers may add up to"] if more else [])]
 
