@@ -261,7 +261,6 @@ def test_linguistic_sink(faith: Faith, acbench_data: AcData, faith_seed: int) ->
             float(curve.mean[peak]),
             ci=(lo[peak], hi[peak]) if np.isfinite(lo[peak]) else None,
             n=len(rows),
-            higher_is_better=False,
             slice=name,
         )
         faith.metric("LSS_peak_layer", float(peak), n=len(rows), slice=name)
@@ -270,7 +269,6 @@ def test_linguistic_sink(faith: Faith, acbench_data: AcData, faith_seed: int) ->
                 "LSS_window_mean",
                 float(np.nanmean(curve.mean[window[0] : window[1] + 1])),
                 n=len(rows),
-                higher_is_better=False,
                 slice=f"{name}, layers {window[0]}-{window[1]}",
             )
     faith.bind(variant="base")
@@ -290,21 +288,16 @@ def test_linguistic_sink(faith: Faith, acbench_data: AcData, faith_seed: int) ->
 def _check_mass_and_gate(faith: Faith, data: AcData, window: tuple[int, int]) -> None:
     """Eq. 13 (every modified attention row still sums to 1) and the hard gate (s < τ changes nothing)."""
     mass = data.mass()
-    faith.metric(
-        "cecs_mass_max_err", mass.max_sum_err, n=mass.rows, higher_is_better=False, slice="s=1 check"
-    )
+    faith.metric("cecs_mass_max_err", mass.max_sum_err, n=mass.rows, slice="s=1 check")
     assert mass.rows > 0, f"the CECS update changed no attention row in layers {window} at s = 1"
     assert mass.max_sum_err <= MASS_TOL, f"a modified attention row sums to 1 ± {mass.max_sum_err:.2e}"
     steered = data.steered_mass()  # every row the real CECS runs change (cached only beside their outputs)
     if steered.rows:
-        faith.metric("cecs_mass_max_err", steered.max_sum_err, n=steered.rows, higher_is_better=False,
-                     slice="CECS runs")
+        faith.metric("cecs_mass_max_err", steered.max_sum_err, n=steered.rows, slice="CECS runs")
     assert steered.max_sum_err <= MASS_TOL, f"a steered attention row sums to 1 ± {steered.max_sum_err:.2e}"
     gate = data.gate()
-    faith.metric(
-        "cecs_gate_closed_max_logprob_diff", gate.max_logprob_diff, n=gate.prompts, higher_is_better=False
-    )
-    faith.metric("cecs_gate_closed_max_lss_diff", gate.max_lss_diff, n=gate.prompts, higher_is_better=False)
+    faith.metric("cecs_gate_closed_max_logprob_diff", gate.max_logprob_diff, n=gate.prompts)
+    faith.metric("cecs_gate_closed_max_lss_diff", gate.max_lss_diff, n=gate.prompts)
     assert gate.max_logprob_diff <= GATE_TOL and gate.max_lss_diff <= GATE_TOL and gate.same_replies, gate
 
 

@@ -204,11 +204,11 @@ def test_forced_choice_strict_correct(faith: Faith, s3e_data: S3EData) -> None:
 def test_hidden_stress(faith: Faith, s3e_data: S3EData, faith_seed: int) -> None:
     s3e_data = finite_records(faith, s3e_data, states=True)
     if not s3e_data.records:
-        fail_unscored(faith, "Delta_lex", higher_is_better=False)
+        fail_unscored(faith, "Delta_lex")
     S = s_scores(s3e_data.states, reference=S3E_ANCHOR)
     strict = strict_correct(s3e_data.logits[:, :, STRESS])
     if strict.sum() < S3E_MIN_SUPPORT:  # Eqs. 3–5 live on strict-correct items; low support is no verdict
-        faith.metric("Delta_lex", float("nan"), n=int(strict.sum()), higher_is_better=False)
+        faith.metric("Delta_lex", float("nan"), n=int(strict.sum()))
         faith.check("Delta_lex", min_n=S3E_MIN_SUPPORT, unit="strict-correct items")  # INSUFFICIENT
         faith.settle()  # nothing more to compute on so few items: the test ends with its verdicts so far
         return
@@ -218,16 +218,15 @@ def test_hidden_stress(faith: Faith, s3e_data: S3EData, faith_seed: int) -> None
                             sources=[r.source for r in s3e_data.records], seed=faith_seed)
     for control in ("lex", "pres", "rand"):
         ex = summary.excess[control]
-        faith.metric(f"Delta_{control}", ex.mean, ci=ex.ci, n=ex.n, higher_is_better=False)
+        faith.metric(f"Delta_{control}", ex.mean, ci=ex.ci, n=ex.n)
         if ex.d_p is not None:
-            faith.metric(f"d_p_{control}", ex.d_p, n=ex.n, higher_is_better=False)
+            faith.metric(f"d_p_{control}", ex.d_p, n=ex.n)
     for control, hsr in sorted(summary.hsr.items()):  # App. J defines HSR for the lex and rand controls
-        faith.metric(f"HSR_correct_{control}", hsr.hsr_correct, n=hsr.n_strict, higher_is_better=False)
+        faith.metric(f"HSR_correct_{control}", hsr.hsr_correct, n=hsr.n_strict)
     if summary.band is not None:
-        faith.metric("top_half_band", summary.band.mean, ci=summary.band.ci, n=summary.band.n,
-                     higher_is_better=False)
+        faith.metric("top_half_band", summary.band.mean, ci=summary.band.ci, n=summary.band.n)
     mm = summary.margin_matched_lex
-    faith.metric("Delta_lex_margin_matched", mm.mean, ci=mm.ci, n=mm.n, higher_is_better=False)
+    faith.metric("Delta_lex_margin_matched", mm.mean, ci=mm.ci, n=mm.n)
     layers = list(range(len(summary.curves["lex"].mean)))
     faith.plot(f"Δ per layer with 95% CI (frozen layer {selection.layer}, anchor={S3E_ANCHOR})", "line", [
         Series(f"Δ{c}", layers, list(cv.mean), lo=list(cv.lo), hi=list(cv.hi))

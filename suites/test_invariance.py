@@ -46,7 +46,7 @@ def test_paraphrase_invariance(faith: Faith, invariance_scored: Scored, invarian
     idx, unrel = finite_invariance(faith, scored, paraphrase_indices(scored.workload.pairs),
                                    invariance_unrelated)
     if not idx.size:
-        fail_unscored(faith, "E_inv", slice=slice_, higher_is_better=False)
+        fail_unscored(faith, "E_inv", slice=slice_)
     result = paraphrase_invariance(
         scored.workload.pairs, scored.base, scored.perturbed, idx, subset,
         (unrel.base, unrel.unrelated, [p.image_id for p in unrel.pairs]),
@@ -54,13 +54,13 @@ def test_paraphrase_invariance(faith: Faith, invariance_scored: Scored, invarian
     assert result is not None, f"no {subset} paraphrases were generated for {scored.workload.name}"
 
     est, summary = result.estimate, result.summary
-    faith.metric("E_inv", est.value, ci=est.ci, n=est.n_pairs, higher_is_better=False, slice=slice_,
+    faith.metric("E_inv", est.value, ci=est.ci, n=est.n_pairs, slice=slice_,
                  per_item=result.per_pair)
     faith.outputs("E_inv", pair_outputs(scored.workload.pairs, scored.base, scored.perturbed,
                                         result.per_pair.values), slice=slice_)
     if subset == "all" and summary.relative_increase_pct is not None:
         rel = summary.relative_increase_pct
-        faith.metric("E_inv_rel_increase_pct", rel.value, ci=rel.ci, n=rel.n_pairs, higher_is_better=False,
+        faith.metric("E_inv_rel_increase_pct", rel.value, ci=rel.ci, n=rel.n_pairs,
                      slice=None if lgip_paraphrase_labels == "markers" else lgip_paraphrase_labels)
         values, lo, hi = ci_bars((summary.overall, summary.simple, summary.advanced))
         bars = Series(faith.model, ["all", "simple", "advanced"], values, lo=lo, hi=hi)
@@ -69,7 +69,7 @@ def test_paraphrase_invariance(faith: Faith, invariance_scored: Scored, invarian
         sep = result.relative.separation
         faith.metric("Delta_unrelated", sep.value, ci=sep.ci, n=sep.n_pairs)
     rel_inv = result.relative.relative
-    faith.metric("E_inv_rel", rel_inv.value, ci=rel_inv.ci, n=est.n_pairs, higher_is_better=False,
+    faith.metric("E_inv_rel", rel_inv.value, ci=rel_inv.ci, n=est.n_pairs,
                  slice=slice_)
     faith.exemplars(pair_exemplars(scored, result.worst, "paraphrase moved the similarity most"))
     faith.check("E_inv", slice=slice_)

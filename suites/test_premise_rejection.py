@@ -175,7 +175,7 @@ def test_premise_accuracy(
         _record_boot(faith, ev, EVAL_ROWS)
         faith.metric(name, ev.acc[split], ci=ev.ci[split], n=ev.n[split], slice=EVAL_ROWS)
     faith.metric(name, float(per_order[0]), n=int(m.sum()), slice="fixed order")
-    faith.metric(f"{name}_shuffle_pm", shuffle_spread(per_order[1:]), n=int(m.sum()), higher_is_better=False)
+    faith.metric(f"{name}_shuffle_pm", shuffle_spread(per_order[1:]), n=int(m.sum()))
     recs = [r for r, k in zip(run.records, m, strict=True) if k]
     for label, acc_n in slice_accuracy(per_item[m], [r.category for r in recs]).items():
         faith.metric(name, acc_n[0], n=acc_n[1], slice=f"type={label}")
@@ -310,11 +310,11 @@ def test_representation_action_gap(faith: Faith, premise_data: PremiseData, fait
     faith.metric("l_star", float(layer), n=len(y))
     faith.metric("probe_acc", accs[-1], n=len(y), slice="final layer")
     tfidf = tfidf_baseline(texts, y, folds, seed=faith_seed)
-    faith.metric("text_tfidf_acc", tfidf.accuracy, n=len(y), higher_is_better=False)
+    faith.metric("text_tfidf_acc", tfidf.accuracy, n=len(y))
     baselines = {"TF-IDF": tfidf.accuracy}
     predicted = {"TF-IDF": tfidf.predictions}  # each row's held-out answer: the margin's CI
     public = tfidf_baseline(texts, y, folds, seed=faith_seed, public=True)  # recorded, not gated
-    faith.metric("text_tfidf_acc", public.accuracy, n=len(y), higher_is_better=False, slice=PUBLIC_TFIDF)
+    faith.metric("text_tfidf_acc", public.accuracy, n=len(y), slice=PUBLIC_TFIDF)
     try:
         emb = premise_data.embeddings()[rows]
     except EmbedderUnavailable as e:
@@ -322,7 +322,7 @@ def test_representation_action_gap(faith: Faith, premise_data: PremiseData, fait
     else:
         sbert = cv_accuracy(emb, y, folds, seed=faith_seed)
         baselines["SBERT"], predicted["SBERT"] = sbert.accuracy, sbert.predictions
-        faith.metric("text_sbert_acc", sbert.accuracy, n=len(y), higher_is_better=False)
+        faith.metric("text_sbert_acc", sbert.accuracy, n=len(y))
         res = residualised_probe(states[layer], emb, y, folds, seed=faith_seed)
         faith.metric("probe_acc_residualised", res.result.accuracy if res.result else float("nan"), n=len(y))
         pub = residualised_probe(states[layer], emb, y, folds, seed=faith_seed, standardise=True)
@@ -416,7 +416,7 @@ def test_probe_asymmetry(faith: Faith, premise_data: PremiseData, faith_seed: in
         faith.metric("probe_acc", curve[layer].accuracy, ci=ci, n=len(y), slice=where)
         faith.metric("l_star", float(layer), n=len(y), slice=where)
         tfidf = tfidf_baseline([r.question for r in recs], y, folds, seed=faith_seed).accuracy
-        faith.metric("text_tfidf_acc", tfidf, n=len(y), higher_is_better=False, slice=where)
+        faith.metric("text_tfidf_acc", tfidf, n=len(y), slice=where)
         chance = max(float(y.mean()), 1.0 - float(y.mean()))
         margin = probe_margin(accs, {"TF-IDF": tfidf}, chance)
         faith.metric("probe_margin", margin, n=len(y), slice=f"{where}, {IN_SAMPLE}")
@@ -454,7 +454,7 @@ def test_pgla_gain(faith: Faith, premise_data: PremiseData, faith_seed: int) -> 
     sp = eval_splits(res, run)
     _record_pgla(faith, res, run, sp, faith_seed, None)
     faith.metric("PGLA_probe_acc", res.probe_accuracy, n=len(sp))
-    faith.metric("PGLA_tune_test_gap", res.tune_test_gap, n=len(sp), higher_is_better=False)
+    faith.metric("PGLA_tune_test_gap", res.tune_test_gap, n=len(sp))
     n_train = len(run.records) - len(sp)
     faith.metric("l_star", float(res.layer), n=n_train, slice="PGLA (probe-training stimuli)")
     faith.metric("PGLA_beta", res.beta, n=n_train)
@@ -472,7 +472,7 @@ def test_pgla_gain(faith: Faith, premise_data: PremiseData, faith_seed: int) -> 
         )
     _record_pgla(faith, premise_data.pgla(faith_seed, "fixed"), run, sp, faith_seed, "fixed order")
     err, n = premise_data.pgla_hook_check(faith_seed)
-    faith.metric("PGLA_hook_max_abs_err", err, n=n, higher_is_better=False)
+    faith.metric("PGLA_hook_max_abs_err", err, n=n)
     assert n > 0 and err < 1e-3, f"the Hooks.logit_adjuster path differs from Eqs. 5-6 offline by {err:.2e}"
 
 
@@ -483,4 +483,4 @@ def _record_pgla(
     d = pgla_delta(res, run, n_resamples=PREMISE_BOOTSTRAP, seed=seed)
     _record_boot(faith, d.scores, f"PGLA ΔBal {where or 'shuffled'}")
     faith.metric("PGLA_delta_Bal", d.delta_bal, ci=d.scores.bal_ci, n=len(sp), slice=where)
-    faith.metric("PGLA_std_cost", d.std_cost, n=d.n_std, higher_is_better=False, slice=where)
+    faith.metric("PGLA_std_cost", d.std_cost, n=d.n_std, slice=where)

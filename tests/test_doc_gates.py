@@ -11,10 +11,12 @@ gates are quoted on its protocol's page, so a page that lost its gates fails too
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+
+from faithtests.protocols import load_suite_thresholds
+from faithtests.scorecard.thresholds import Thresholds
 
 ROOT = Path(__file__).resolve().parents[1]
 _QUOTE = re.compile(r"`([A-Za-z][\w]*)(\[[^\]`]+\])? *(<=|>=) *(-?\d+(?:\.\d+)?)`")
@@ -27,8 +29,9 @@ def _docs() -> list[Path]:
             *sorted((ROOT / "docs").rglob("*.md"))]
 
 
-def _thresholds() -> dict[str, object]:
-    return tomllib.loads((ROOT / "suites" / "thresholds.toml").read_text(encoding="utf-8"))
+def _thresholds() -> Thresholds:
+    """The shipped file as the plugin loads it: each op is the metric's declared direction."""
+    return load_suite_thresholds(ROOT / "suites" / "thresholds.toml", default_required=True)
 
 
 def quoted_gates(text: str) -> list[tuple[str, str, float]]:
@@ -36,26 +39,21 @@ def quoted_gates(text: str) -> list[tuple[str, str, float]]:
     return [(m.group(1) + (m.group(2) or ""), m.group(3), float(m.group(4))) for m in _QUOTE.finditer(text)]
 
 
-def suite_gates(table: object) -> dict[str, tuple[str, float]]:
+def suite_gates(th: Thresholds, suite: str) -> dict[str, tuple[str, float]]:
     """key -> (op, value) of one suite table, a declared slice taking its metric's op and value."""
     gates: dict[str, tuple[str, float]] = {}
-    if not isinstance(table, dict):
-        return gates
-    for key, spec in table.items():
-        if not isinstance(spec, dict) or "op" not in spec:
-            continue
-        gates[key] = (spec["op"], float(spec["value"]))
-        for sl in spec.get("slices", []):
-            gates.setdefault(f"{key}[{sl}]", (spec["op"], float(spec["value"])))
+    for key, entry in th.entries(suite).items():
+        gates[key] = (entry.op, entry.value)
+        for sl in entry.slices:
+            gates.setdefault(f"{key}[{sl}]", (entry.op, entry.value))
     return gates
 
 
-def file_gates(data: dict[str, object]) -> dict[str, tuple[str, float]]:
+def file_gates(th: Thresholds) -> dict[str, tuple[str, float]]:
     """key -> (op, value) of every suite table of the thresholds file."""
     gates: dict[str, tuple[str, float]] = {}
-    for suite, table in data.items():
-        if suite != "coverage":
-            gates.update(suite_gates(table))
+    for suite in th.suites():
+        gates.update(suite_gates(th, suite))
     return gates
 
 
@@ -87,8 +85,9 @@ def test_each_suite_has_its_gates_quoted_on_a_protocol_page() -> None:
     (a page rewritten without its gates, or a suite added without a page, fails here)."""
     quoted = {gate for p in PROTOCOL_READMES for gate in quoted_gates(p.read_text(encoding="utf-8"))}
     missing = []
-    for suite, table in _thresholds().items():
-        gates = suite_gates(table) if suite != "coverage" else {}
+    th = _thresholds()
+    for suite in th.suites():
+        gates = suite_gates(th, suite)
         if gates and not any((k, *gate) in quoted for k, gate in gates.items()):
             missing.append(suite)
     assert not missing, f"no protocol README quotes a gate of the suite(s) {missing}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from faithtests.scorecard.kinds import NONFINITE, is_fatal
+from faithtests.scorecard.kinds import NONFINITE, is_fatal, one_vocabulary
 
 __all__ = ["EXAMPLES_PER_KIND", "NONFINITE", "Counted", "CountsInvalid", "invalid_rows", "is_fatal",
            "jsonl_files"]
@@ -31,7 +31,7 @@ class CountsInvalid:
     def reject(self, kind: str, where: str, *, detail: str = "", out_of: int | None = None) -> None:
         """Count one row of ``kind``; ``detail`` (what was wrong: "letter logits", "empty mask") goes
         into the example, so kinds stay one vocabulary."""
-        self.invalid[kind] = self.invalid.get(kind, 0) + 1
+        self.invalid[kind] = self.invalid.get(one_vocabulary(kind), 0) + 1
         named = self.examples.setdefault(kind, [])
         if len(named) < EXAMPLES_PER_KIND:
             named.append(f"{where}: {detail}" if detail else where)

@@ -24,6 +24,7 @@ from faithtests.plugin.model_spec import DEFAULT_SCORER, DEFAULT_VLM, ModelSpec,
 from faithtests.protocols import manifests
 from faithtests.scorecard.baseline import Tolerance
 from faithtests.scorecard.family import Control
+from faithtests.scorecard.glossary import MetricTerm
 from faithtests.scorecard.history_run import DEFAULT_ROOT, default_report_dir, default_run_name
 from faithtests.scorecard.model import GateMode
 from faithtests.scorecard.recording import json_safe
@@ -106,6 +107,8 @@ FAITH_THRESHOLDS = pytest.StashKey[Thresholds]()
 FAITH_MODEL_INFO = pytest.StashKey[dict[str, dict[str, Any]]]()
 # (label, role) -> what the adapter loaded in that role declares (family, score kind): the threshold family
 FAITH_DECLARED = pytest.StashKey[dict[tuple[str, str], dict[str, Any]]]()
+# metric base name -> its glossary term (every protocol's): the one declaration of each metric's direction
+FAITH_TERMS = pytest.StashKey[dict[str, MetricTerm]]()
 
 
 def get_options(config: pytest.Config) -> FaithOptions:

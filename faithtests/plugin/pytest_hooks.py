@@ -47,6 +47,7 @@ from faithtests.plugin.options import (
     FAITH_DECLARED,
     FAITH_MODEL_INFO,
     FAITH_OPTIONS,
+    FAITH_TERMS,
     FAITH_THRESHOLDS,
     MISMATCH_FIELDS,
     FaithOptions,
@@ -54,8 +55,9 @@ from faithtests.plugin.options import (
     parse_options,
     run_config_of,
 )
-from faithtests.protocols import DIAGNOSTIC, disabled_protocols
+from faithtests.protocols import DIAGNOSTIC, declared_terms, disabled_protocols
 from faithtests.scorecard.gate_kinds import ThresholdError
+from faithtests.scorecard.glossary import GlossaryError
 from faithtests.scorecard.model import InsufficientData, TestRecord
 from faithtests.scorecard.recording import Faith, FaithCheckFailed
 from faithtests.scorecard.scorecard import Scorecard, ScorecardError, read_scorecard
@@ -96,10 +98,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[FAITH_OPTIONS] = opts
     config.stash[RUN_CONFIG] = run_config_of(opts)
     api_cost.configure(config, opts)  # before any endpoint loads (a protocol's judge: at its configure)
+    try:  # the glossary declares each metric's direction, which the thresholds and the recorders read
+        config.stash[FAITH_TERMS] = terms = declared_terms()
+    except GlossaryError as exc:
+        raise pytest.UsageError(f"faithtests metric glossary: {exc}") from None
     try:
         config.stash[FAITH_THRESHOLDS] = load_thresholds(
-            opts.default_thresholds, opts.thresholds_file, default_required=opts.default_thresholds_explicit
-        )
+            opts.default_thresholds, opts.thresholds_file, default_required=opts.default_thresholds_explicit,
+            terms=terms)
     except ThresholdError as exc:
         raise pytest.UsageError(f"faithtests thresholds: {exc}") from None
     config.stash[FAITH_MODEL_INFO] = {}
@@ -216,6 +222,7 @@ def faith(request: pytest.FixtureRequest) -> Faith:
         role=spec.role if (spec := model_param(item)) is not None else None,
         declared=request.config.stash[FAITH_DECLARED],
         limit=opts.limit,
+        terms=request.config.stash[FAITH_TERMS],
     )
     recorder.record.dataset = callspec_dataset(item)
     recorder.deferred = True  # every check of the test is judged; pytest_pyfunc_call settles them

@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from faithtests.data.names import SHARED
-from faithtests.manifest import Manifest, ManifestError, data_table, unique_options
+from faithtests.manifest import Manifest, ManifestError, data_table, glossary_terms, unique_options
+from faithtests.scorecard.glossary import MetricTerm
+from faithtests.scorecard.thresholds import Thresholds, load_thresholds
 
 ENTRY_POINT_GROUP = "faithtests.protocols"
 
@@ -90,13 +92,25 @@ def disabled_protocols() -> tuple[str, ...]:
     return _discovered()[1]
 
 
+def declared_terms() -> dict[str, MetricTerm]:
+    """Every protocol's glossary terms by metric name: the one declaration of each metric's direction."""
+    return glossary_terms(manifests())
+
+
+def load_suite_thresholds(default: Path | None, user: Path | None = None, *,
+                          default_required: bool = False) -> Thresholds:
+    """:func:`~faithtests.scorecard.thresholds.load_thresholds` with :func:`declared_terms`: what the
+    plugin loads (a default entry without ``op`` gates its metric's declared direction)."""
+    return load_thresholds(default, user, default_required=default_required, terms=declared_terms())
+
+
 def fixture_plugins() -> tuple[str, ...]:
     """The fixtures module of every protocol, in :func:`manifests` order (registered by the plugin)."""
     return tuple(m.fixtures for m in manifests())
 
 
 def fail_unscored(faith: Any, name: str, *, slice: str | None = None,
-                  higher_is_better: bool = True) -> NoReturn:
+                  higher_is_better: bool | None = None) -> NoReturn:
     """No item has finite model outputs (all counted by ``Faith.nonfinite``), so nothing can be
     aggregated: record ``name`` undefined (n=0) and check it, which fails with the recorder's message
     naming the model and its non-finite count, not with a bootstrap's error for suite authors. Nothing

@@ -180,6 +180,38 @@ def for_recorded(names: Iterable[str], terms: Mapping[str, MetricTerm]) -> tuple
     return out, missing
 
 
+class DirectionError(GlossaryError):
+    """A metric recorded or gated against the direction its term declares, or gated with none."""
+
+
+def recorded_higher(name: str, given: bool | None, terms: Mapping[str, MetricTerm], where: str) -> bool:
+    """Whether metric ``name`` is recorded higher-is-better. A metric's direction is declared once, by its
+    term; ``given`` (a suite's ``higher_is_better=``) decides only for a metric whose term has no better
+    side (a rejection rate wanted on misleading questions and not on standard ones: the suite knows the
+    split) or that has no term (then the run warns it is undefined); it may repeat a declared direction,
+    never contradict it. Neither: higher (the recorder's historical default)."""
+    term = terms.get(base_name(name))
+    if term is None or term.direction == "none":
+        return True if given is None else bool(given)
+    if given is not None and bool(given) != (term.direction == "higher"):
+        side = "higher" if given else "lower"
+        raise DirectionError(
+            f"{where}: recorded as {side}-is-better, but its glossary term declares {term.better} "
+            f"({term.source() or term.name}); a direction is declared once, in the protocol's glossary"
+        )
+    return term.direction == "higher"
+
+
+def gated_higher(name: str, terms: Mapping[str, MetricTerm], where: str) -> bool:
+    """The direction a threshold without an ``op`` gates: its metric's declared term's."""
+    term = terms.get(base_name(name))
+    if term is None or term.direction == "none":
+        why = "no glossary term" if term is None else "a glossary term with no better side"
+        raise DirectionError(f"{where}: no op, and {base_name(name)} has {why}: write op = \">=\" or "
+                             "\"<=\", or declare the metric's direction in its protocol's glossary")
+    return term.direction == "higher"
+
+
 def did_you_mean(metric: str, names: Iterable[str], n: int = 3) -> list[str]:
     """Up to ``n`` known names close to ``metric`` (case-insensitive), closest first."""
     known = sorted(set(names))

@@ -18,8 +18,9 @@ from typing import Any, Literal, cast
 
 from faithtests.scorecard.coverage import NONFINITE, coverage_problem, nonfinite_problem, short_of_data
 from faithtests.scorecard.gate_kinds import ThresholdError
+from faithtests.scorecard.glossary import MetricTerm, recorded_higher
 from faithtests.scorecard.item_log import output_row
-from faithtests.scorecard.kinds import is_fatal
+from faithtests.scorecard.kinds import is_fatal, one_vocabulary
 from faithtests.scorecard.model import (
     Exemplar,
     GateMode,
@@ -100,6 +101,7 @@ class Faith:
         role: str | None = None,
         declared: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
         limit: int | None = None,
+        terms: Mapping[str, MetricTerm] | None = None,
     ) -> None:
         self.record = TestRecord(test=test, suite=suite)
         self.limit = limit  # --faith-limit: a point failure its CI cannot confirm is then INSUFFICIENT
@@ -112,6 +114,7 @@ class Faith:
         self._family: str | None = None
         self._role = role
         self._declared = declared if declared is not None else {}
+        self._terms = terms if terms is not None else {}  # the glossary: each metric's declared direction
         self._infinite: dict[tuple[str, str | None, str, str], float] = {}  # metrics recorded as +-inf
         #: Set by the plugin's ``faith`` fixture: :meth:`check` records every verdict and keeps what did
         #: not pass; :meth:`settle` (after the test function) raises once for all of them, so one failed
@@ -189,11 +192,14 @@ class Faith:
         return where
 
     def metric(self, name: str, value: Any, *, ci: Sequence[Any] | None = None, n: int | None = None,
-               higher_is_better: bool = True, slice: str | None = None,
+               higher_is_better: bool | None = None, slice: str | None = None,
                per_item: ItemValues | Mapping[Any, Any] | None = None) -> MetricResult:
         """Record a metric value (NaN -> undefined, which never passes a check). ``per_item``: the item
-        values (or an :class:`ItemValues` with clusters) the value is the mean of, for the paired gate."""
+        values (or an :class:`ItemValues` with clusters) the value is the mean of, for the paired gate.
+        Its direction is its glossary term's (:func:`~faithtests.scorecard.glossary.recorded_higher`):
+        ``higher_is_better`` only for a metric whose term declares no better side."""
         where = self._new_key(name, slice)
+        higher_is_better = recorded_higher(name, higher_is_better, self._terms, where)
         v = number(value, f"{where} value")
         if v is not None and math.isinf(v):  # a broken model's output, not a suite bug: undefined, said why
             self._infinite[(name, slice, self._model, self._variant)] = v
@@ -380,7 +386,8 @@ class Faith:
         """Count inputs that could not be used (never dropped silently)."""
         if count < 0 or (total is not None and total < count):
             raise ValueError(f"invalid({kind!r}): need 0 <= count <= total, got {count}, {total}")
-        rec = InvalidCount(kind=kind, count=int(count), total=int(total) if total is not None else None,
+        rec = InvalidCount(kind=one_vocabulary(kind), count=int(count),
+                           total=int(total) if total is not None else None,
                            examples=[str(e) for e in examples][:20], model=self._model, variant=self._variant)
         self.record.invalid.append(rec)
         return rec

@@ -7,8 +7,11 @@ Format (one table per suite; a key is a metric, or ``metric[slice]`` for one sli
     "PR[number]" = { op = ">=", value = 0.63 }
     E_inv = { op = "<=", value = 0.05, slices = ["simple", "advanced"] }
 
-* In the default file every entry needs ``op`` (one of ``>= > <= <``) and a numeric ``value``;
-  ``family`` maps a model family to its own value (same ``op``).
+* In the default file every entry needs a numeric ``value``; ``family`` maps a model family to its own
+  value (same ``op``). Its ``op`` is the metric's declared direction (its glossary term: ``>=`` when
+  higher is better, ``<=`` when lower), so a direction is written once; ``op`` (one of ``>= > <= <``)
+  is written only for a metric whose term declares no better side, or for a strict comparison, and
+  may not contradict the term.
 * Slices a threshold can apply to are *declared* by the default file: the slices that have an entry of
   their own, plus the metric entry's ``slices`` list (the slices its suite checks that use the metric's
   value). A pattern with ``*`` (``"judge=*"``) declares a family of slices whose names are not fixed.
@@ -57,6 +60,7 @@ from faithtests.scorecard.gate_kinds import (
     kind_fields,
     number,
 )
+from faithtests.scorecard.glossary import DirectionError, MetricTerm, gated_higher, recorded_higher
 from faithtests.scorecard.model import OPS, Op
 
 _KEY = re.compile(r"^(?P<metric>[^\[\]]+)(?:\[(?P<slice>[^\[\]]+)\])?$")
@@ -306,17 +310,34 @@ def _check_fields(spec: dict[str, Any], where: str, allowed: tuple[str, ...] = _
         )
 
 
-def parse_defaults(data: dict[str, Any], source: str) -> Thresholds:
-    """Parse the default (complete) thresholds table."""
+def _default_op(spec: dict[str, Any], key: str, terms: Mapping[str, MetricTerm], where: str) -> Op:
+    """A default entry's op: its metric's declared direction (``>=`` higher, ``<=`` lower is better);
+    an ``op`` written in the file is needed only for a metric that declares none, or for a strict
+    comparison, and may not contradict the declaration."""
+    metric = split_key(key)[0]
+    try:
+        if "op" not in spec:
+            return ">=" if gated_higher(metric, terms, where) else "<="
+        op = _op(spec["op"], where)
+        recorded_higher(metric, higher_is_better(op), terms, f"{where}: op {op!r}")
+    except DirectionError as exc:
+        raise ThresholdError(str(exc)) from None
+    return op
+
+
+def parse_defaults(data: dict[str, Any], source: str, terms: Mapping[str, MetricTerm] | None = None
+                   ) -> Thresholds:
+    """Parse the default (complete) thresholds table; ``terms``: the glossary declaring each metric's
+    direction, which an entry without ``op`` gates."""
     table: dict[str, dict[str, Threshold]] = {}
     for suite, key, spec in _entries(data, source):
         where = f"{source}: [{suite}] {key}"
-        if not isinstance(spec, dict) or "op" not in spec or "value" not in spec:
-            raise ThresholdError(f"{where}: needs {{ op = \">=\", value = ... }}, got {spec!r}")
+        if not isinstance(spec, dict) or "value" not in spec:
+            raise ThresholdError(f"{where}: needs {{ value = ... }}, got {spec!r}")
         _check_fields(spec, where, _DEFAULT_FIELDS)
         family = _family(spec.get("family", {}), where)
         table.setdefault(suite, {})[key] = Threshold(
-            op=_op(spec["op"], where),
+            op=_default_op(spec, key, terms or {}, where),
             value=number(spec["value"], where),
             family=family,
             source=source,
@@ -411,11 +432,12 @@ def merge_user(base: Thresholds, data: dict[str, Any], source: str) -> Threshold
     return Thresholds(table, [*base.files, source], coverage)
 
 
-def load_thresholds(default: Path | None, user: Path | None = None, *,
-                    default_required: bool = False) -> Thresholds:
-    """Load the defaults (an absent file is allowed unless ``default_required``) and merge ``user``."""
+def load_thresholds(default: Path | None, user: Path | None = None, *, default_required: bool = False,
+                    terms: Mapping[str, MetricTerm] | None = None) -> Thresholds:
+    """Load the defaults (an absent file is allowed unless ``default_required``) and merge ``user``;
+    ``terms`` declare the directions of the default entries without an ``op``."""
     if default is not None and default.is_file():
-        merged = parse_defaults(_read_toml(default), str(default))
+        merged = parse_defaults(_read_toml(default), str(default), terms)
     elif default is not None and default_required:
         raise ThresholdError(f"{default}: default thresholds file not found")
     else:

@@ -16,6 +16,7 @@ import transformers  # noqa: F401
 from threadpoolctl import threadpool_limits
 
 from faithtests.plugin.distribution import worker_device
+from faithtests.protocols import load_suite_thresholds
 
 PLUGINS = ("-p", "faithtests.plugin", "-p", "no:cacheprovider",
            "-p", "no:hypothesispytest", "-p", "no:anyio")
@@ -220,7 +221,7 @@ def test_model_spec_is_parsed_once_and_keeps_its_role() -> None:
     """One identity per model: label, spec, the option that named it and the role a test uses it in."""
     from faithtests.models.vlm_scorer import VLMScorer
     from faithtests.plugin.options import ModelSpec
-    from faithtests.scorecard.thresholds import load_thresholds
+
 
     m = ModelSpec.parse(" v = hf:/ckpt ", "vlm")
     assert (m.label, m.spec, m.source, m.role, m.option) == ("v", "hf:/ckpt", "vlm", "vlm", "--faith-vlm")
@@ -232,7 +233,7 @@ def test_model_spec_is_parsed_once_and_keeps_its_role() -> None:
         ModelSpec.parse("x=")
     # the score kind a VLM scorer declares has its own thresholds in the default file
     root = Path(__file__).resolve().parents[2]
-    e_inv = load_thresholds(root / "suites/thresholds.toml").entries("invariance")["E_inv"]
+    e_inv = load_suite_thresholds(root / "suites/thresholds.toml").entries("invariance")["E_inv"]
     assert VLMScorer.score_kind in e_inv.family
 
 

@@ -10,7 +10,6 @@ model and its non-finite count, and count each broken item once.
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import subprocess
@@ -20,39 +19,29 @@ from typing import Any
 
 import pytest
 
+from faithtests.data.invalid import Counted
 from faithtests.scorecard.kinds import NONFINITE, is_fatal
+from faithtests.scorecard.recording import Faith
 from faithtests.testing.suite_run import env_cache_args
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
 
-def _kind_literals(tree: ast.AST) -> list[tuple[int, str]]:
-    """String constants that name an invalid kind: the first argument of ``reject`` / ``invalid`` and
-    module-level constants (``NAME: Final = "..."``)."""
-    out: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("reject", "invalid") and node.args
-                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
-            out.append((node.lineno, node.args[0].value))
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Constant)
-                and isinstance(node.value.value, str)):
-            out.append((node.lineno, node.value.value))
-    return out
-
-
-def test_no_module_spells_a_nonfinite_kind_of_its_own() -> None:
-    """Every non-finite kind is the vocabulary's NONFINITE (kinds.py alone spells it): a protocol's own
-    spelling ("non-finite logits") would slip past the fatal rule and let the model pass."""
-    own = []
-    for f in sorted([*(ROOT / "faithtests").rglob("*.py"), *(ROOT / "suites").glob("*.py")]):
-        if f.name == "kinds.py":
-            continue
-        for line, text in _kind_literals(ast.parse(f.read_text(), str(f))):
-            if "non-finite" in text.lower() or "nonfinite" in text.lower():
-                own.append(f"{f.relative_to(ROOT)}:{line}: {text!r}")
-    assert own == []
+def test_a_nonfinite_kind_of_its_own_is_refused_where_it_is_counted() -> None:
+    """Every non-finite kind is the vocabulary's NONFINITE: a protocol's own spelling ("non-finite
+    logits") would slip past the fatal rule and let the model pass, so counting one raises, in a loader's
+    counter and in the recorder alike (every suite run below counts through them)."""
+    for spelling in ("non-finite logits", "Non-Finite score [base]", "nonfinite", "non finite score"):
+        with pytest.raises(ValueError, match="a NaN or infinite output is counted as 'non-finite score'"):
+            Counted().reject(spelling, "row 3")
+        with pytest.raises(ValueError, match="a NaN or infinite output is counted as 'non-finite score'"):
+            Faith("t.py::t", "s").invalid(spelling, 1, 4)
+    counted = Counted()
+    counted.reject(NONFINITE, "row 3", detail="letter logits")
+    counted.reject("unparseable answer", "row 4")
+    assert counted.invalid == {NONFINITE: 1, "unparseable answer": 1}
+    assert Faith("t.py::t", "s").invalid(NONFINITE, 1, 4).kind == NONFINITE
 
 
 def test_the_fatal_rule_reads_the_kind_not_a_pattern() -> None:

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from faithtests.protocols import load_suite_thresholds
 from faithtests.scorecard.gate_kinds import KINDS, PaperRow, ThresholdError
 from faithtests.scorecard.model import passes
-from faithtests.scorecard.thresholds import Threshold, load_thresholds, merge_user, parse_defaults
+from faithtests.scorecard.thresholds import Threshold, merge_user, parse_defaults
 
 SHIPPED = Path(__file__).resolve().parents[2] / "suites" / "thresholds.toml"
-THRESHOLDS = load_thresholds(SHIPPED)
+THRESHOLDS = load_suite_thresholds(SHIPPED)
 ENTRIES = [(suite, key, t) for suite in THRESHOLDS.suites() for key, t in THRESHOLDS.entries(suite).items()]
 PAPER = [(f"{suite}/{key}", t, row) for suite, key, t in ENTRIES if t.kind == "paper" for row in t.rows]
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from faithtests.protocols import load_suite_thresholds
 from faithtests.scorecard.thresholds import (
     ThresholdError,
     Thresholds,
@@ -109,8 +110,9 @@ def test_user_file_errors_name_file_and_key(tmp_path: Path, defaults: Path, text
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("[s]\nm = 0.5\n", "needs { op"),
-        ('[s]\nm = { op = ">=" }\n', "needs { op"),
+        ("[s]\nm = 0.5\n", "needs { value"),
+        ('[s]\nm = { op = ">=" }\n', "needs { value"),
+        ("[s]\nm = { value = 0.5 }\n", "no op, and m has no glossary term"),
         ('[s]\nm = { op = ">=", value = nan }\n', "not a finite number"),
         ('[s]\n"m[a][b]" = { op = ">=", value = 1 }\n', "is not 'metric' or 'metric[slice]'"),
     ],
@@ -262,7 +264,7 @@ def test_shipped_defaults_declare_exactly_the_checked_slices() -> None:
         kind_slice,
     )
 
-    th = load_thresholds(SHIPPED, default_required=True)
+    th = load_suite_thresholds(SHIPPED, default_required=True)
     declared = {(s, m): set(th.declared_slices(s, m)) for s in th.suites()
                 for m in {split_key(k)[0] for k in th.entries(s)}}
     kinds = {kind_slice(labels, k) for labels in PARAPHRASE_LABEL_CHOICES for k in ("simple", "advanced")}
@@ -286,7 +288,7 @@ def test_shipped_defaults_declare_exactly_the_checked_slices() -> None:
 
 
 def test_shipped_pr_slice_defaults_and_no_floor_at_chance() -> None:
-    th = load_thresholds(SHIPPED, default_required=True)
+    th = load_suite_thresholds(SHIPPED, default_required=True)
     expected = {"number": 0.63, "color": 0.70, "object": 0.80, "combined": 0.70, "bin=weak": 0.52,
                 "paper_bin=weak": 0.52, "pooled_bin=weak": 0.52, "paper_bin=strong": 0.85,
                 "pooled_bin=strong": 0.85, "bin=medium": 0.70, "bin=strong": 0.70, "paper_bin=medium": 0.70,

@@ -36,7 +36,7 @@ class Row:
     n: int
     ci: tuple[float, float] | None = None
     slice: str | None = None
-    higher_is_better: bool = True
+    higher_is_better: bool | None = None  # None: the metric's glossary term says (declared once)
 
 
 def where(subset: str | None, mode: str) -> str | None:

@@ -46,7 +46,7 @@ class Row:
     n: int
     ci: tuple[float, float] | None = None
     slice: str | None = None
-    higher_is_better: bool = True
+    higher_is_better: bool | None = None  # None: the metric's glossary term says (declared once)
     per_item: ItemValues | None = None
 
 
@@ -162,7 +162,7 @@ def counts(recs: Sequence[DiffRecord], ans: Answers, rows: list[int], boot: Boot
         cl = [stim[j] for j in pos]
         for name, x in per_item.items():
             out.append(Row(name, float(x[pos].mean()), len(pos), boot.ci(x[pos], cl), where,
-                           higher_is_better=name != "DQR_code"))
+                           higher_is_better=False if name == "DQR_code" else None))
     same = [i for i in range(len(recs)) if ans.count[i] >= 0 and recs[i].m == 0]
     if same:
         z = (ans.count[same] == 0).astype(np.float64)
@@ -251,7 +251,7 @@ def sage_deltas(recs: Sequence[DiffRecord], base: Answers, sage: Answers, boot: 
         return []
     stim = [recs[i].stimulus_id for i in both]
     (cb, wb), (cs, ws) = _sage_symmetric(base, both), _sage_symmetric(sage, both)
-    out = [Row(name, float(d.mean()), len(both), boot.ci(d, stim), higher_is_better=name == "delta_CR")
+    out = [Row(name, float(d.mean()), len(both), boot.ci(d, stim))
            for name, d in (("delta_contradiction_rate", cs - cb), ("delta_CR", ws - wb))]
     counted = [i for i in both if recs[i].m > 0 and base.count[i] >= 0 and sage.count[i] >= 0]
     if counted:

@@ -16,6 +16,7 @@ import torch
 
 from faithtests.data.loaded import ImageRef
 from faithtests.models.interfaces import Attentions, Hooks, Prompt, TokenSpans
+from faithtests.protocols import load_suite_thresholds
 from faithtests.protocols.acbench.metrics import aligned_accuracy, answer_shares, by_subset
 from faithtests.protocols.acbench.prompts import YES_NO
 from faithtests.protocols.acbench.records import EMOTIONS, AcRecord
@@ -37,7 +38,6 @@ from faithtests.protocols.acbench.run import (
 )
 from faithtests.protocols.acbench.sources import world_records
 from faithtests.protocols.acbench.steering import active_rows, choose_window, steering_hooks
-from faithtests.scorecard.thresholds import load_thresholds
 
 ROOT = Path(__file__).resolve().parents[3]
 _TEXT_ONLY = re.compile(r'"""(.*)"""', re.S)
@@ -99,7 +99,7 @@ def _gold(recs: Sequence[AcRecord]) -> tuple[list[str], list[str | None], list[s
 
 
 def _passes(metric: str, value: float) -> bool:
-    th = load_thresholds(ROOT / "suites" / "thresholds.toml").lookup("affective_conflict", metric)
+    th = load_suite_thresholds(ROOT / "suites" / "thresholds.toml").lookup("affective_conflict", metric)
     assert th is not None, metric
     return value >= th.value if th.op == ">=" else value <= th.value
 

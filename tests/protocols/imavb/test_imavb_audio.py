@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from faithtests.models.interfaces import Audio, Decision, Hooks, Prompt
+from faithtests.protocols import load_suite_thresholds
 from faithtests.protocols.imavb.audio_stimuli import CLIP_FPS, CLIP_FRAMES, clip_items, clip_records
 from faithtests.protocols.imavb.fixtures import AUDIO_NOT_APPLICABLE, NO_SOUNDTRACK, runnable
 from faithtests.protocols.imavb.metrics import answers, correct, modality_gap, split_scores
@@ -34,7 +35,6 @@ from faithtests.protocols.imavb.run import (
 )
 from faithtests.protocols.imavb.shuffles import displayed, record_permutation
 from faithtests.protocols.imavb.sources import world_records
-from faithtests.scorecard.thresholds import load_thresholds
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -184,7 +184,7 @@ def test_modality_gap_by_hand() -> None:
 
 
 def _passes(metric: str, value: float) -> bool:
-    th = load_thresholds(ROOT / "suites" / "thresholds.toml").lookup("premise_rejection", metric)
+    th = load_suite_thresholds(ROOT / "suites" / "thresholds.toml").lookup("premise_rejection", metric)
     assert th is not None and th.op == ">="
     return value >= th.value
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from faithtests.models.interfaces import Decision, Hooks, Prompt
+from faithtests.protocols import load_suite_thresholds
 from faithtests.protocols.imavb.fixtures import AUDIO_NOT_APPLICABLE, PremiseData, cap_stimuli, runnable
 from faithtests.protocols.imavb.pgla import split_stimuli
 from faithtests.protocols.imavb.probes import (
@@ -27,9 +28,9 @@ from faithtests.protocols.imavb.probes import (
 from faithtests.protocols.imavb.records import PremiseRecord
 from faithtests.protocols.imavb.run import ChoiceRun, EmbedderUnavailable, logit_lens, run_choice
 from faithtests.protocols.imavb.sources import Loaded, world_records
-from faithtests.scorecard.thresholds import load_thresholds
 
 ROOT = Path(__file__).resolve().parents[3]
+SHIPPED = load_suite_thresholds(ROOT / "suites" / "thresholds.toml")
 OPTS = ("a", "b", "c", "d", "The visual detail in the question is incorrect", "audio")
 
 
@@ -153,7 +154,7 @@ def test_nested_peak_removes_the_selection_bias_of_the_in_sample_peak() -> None:
 def test_the_gate_passes_every_model_of_table_16_and_fails_below_it() -> None:
     """Table 16 "Original" vision against TF-IDF 73.4: Uni-MoE-2.0-Omni 78.8 (+5.4 pp, the lowest) and
     Qwen3-Omni 83.4 (+10.0 pp) pass; a probe at TF-IDF's own accuracy fails."""
-    th = load_thresholds(ROOT / "suites" / "thresholds.toml").lookup("premise_rejection", "probe_margin")
+    th = SHIPPED.lookup("premise_rejection", "probe_margin")
     assert th is not None and th.op == ">="
     text = {"TF-IDF": 0.734, "SBERT": 0.668}
     assert margin_over_text(0.788, text) == pytest.approx(0.054) and th.value <= 0.054
@@ -173,7 +174,7 @@ def test_a_model_whose_states_carry_no_label_fails_the_probe_margin_gate(seed: i
     run = ChoiceRun(recs, ("fixed",), rng.normal(size=(n, 1, 6)), np.tile(np.arange(6), (n, 1, 1)),
                     rng.normal(size=(6, n, 32)).astype(np.float32), total=n)
     margin, accs, baselines = _margin(run, seed)
-    th = load_thresholds(ROOT / "suites" / "thresholds.toml").lookup("premise_rejection", "probe_margin")
+    th = SHIPPED.lookup("premise_rejection", "probe_margin")
     assert th is not None and th.op == ">="
     assert margin < th.value, (margin, accs, baselines)
 
@@ -181,7 +182,7 @@ def test_a_model_whose_states_carry_no_label_fails_the_probe_margin_gate(seed: i
 def test_the_noise_stand_in_fails_the_probe_margin_gate_through_the_runner() -> None:
     run = run_choice(NoiseVLM(), world_records(200, seed=2))  # type: ignore[arg-type]
     margin, accs, baselines = _margin(run, 0)
-    th = load_thresholds(ROOT / "suites" / "thresholds.toml").lookup("premise_rejection", "probe_margin")
+    th = SHIPPED.lookup("premise_rejection", "probe_margin")
     assert th is not None and margin < th.value, (margin, accs, baselines)
 
 

@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from faithtests.models.interfaces import Decision, Hooks, Prompt
+from faithtests.protocols import load_suite_thresholds
 from faithtests.protocols.imavb.metrics import answers, correct, split_scores
 from faithtests.protocols.imavb.prompts import last_valid_letter
 from faithtests.protocols.imavb.run import run_choice, run_variant
 from faithtests.protocols.imavb.shuffles import K_SHUFFLES
 from faithtests.protocols.imavb.sources import world_records
-from faithtests.scorecard.thresholds import load_thresholds
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -67,7 +67,7 @@ def _scores(vlm: LetterVLM, n: int = 60):  # type: ignore[no-untyped-def]
 
 
 def _passes(metric: str, value: float) -> bool:
-    th = load_thresholds(ROOT / "suites" / "thresholds.toml").lookup("premise_rejection", metric)
+    th = load_suite_thresholds(ROOT / "suites" / "thresholds.toml").lookup("premise_rejection", metric)
     assert th is not None
     return value >= th.value if th.op == ">=" else value <= th.value
 

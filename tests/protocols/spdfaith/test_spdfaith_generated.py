@@ -9,7 +9,6 @@ CI's served benchmark (``bench_served --server serve``) checks the same through 
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 
 from faithtests.models.errors import NotApplicable
 from faithtests.models.interfaces import Hooks, Prompt
+from faithtests.protocols import load_suite_thresholds
 from faithtests.protocols.spdfaith.judge import world_judge
 from faithtests.protocols.spdfaith.prompts import (
     COUNT_QUESTION,
@@ -32,8 +32,8 @@ from faithtests.protocols.spdfaith.run import NO_COUNT, NO_NAMING, NO_YES_NO, An
 from faithtests.protocols.spdfaith.sources import world_records
 from faithtests.stats import Boot
 
-TABLE = tomllib.loads((Path(__file__).resolve().parents[3] / "suites/thresholds.toml").read_text())
-GATES = TABLE["difference_consistency"]
+GATES = load_suite_thresholds(Path(__file__).resolve().parents[3] / "suites/thresholds.toml",
+                              default_required=True).entries("difference_consistency")
 BOOT = Boot(100, 0)
 DATA = usable(world_records(50, seed=0))  # ten of each slot: single easy / medium / hard, multi, identical
 
@@ -101,7 +101,7 @@ def _value(rows: Sequence[object], name: str, where: str | None) -> float:
 
 def _fails(name: str, value: float) -> bool:
     g = GATES[name]
-    return value > g["value"] if g["op"] == "<=" else value < g["value"]
+    return value > g.value if g.op == "<=" else value < g.value
 
 
 def test_truthful_replies_pass_every_symmetric_and_count_gate() -> None:
