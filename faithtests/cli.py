@@ -26,22 +26,23 @@ from faithtests.manifest import glossary_aliases, glossary_terms
 from faithtests.plugin.item_report import image_of
 from faithtests.plugin.lifecycle import ReportLock
 from faithtests.protocols import disabled_protocols, manifests
-from faithtests.scorecard.baseline import Comparison, Tolerance, compare
-from faithtests.scorecard.comparison_text import compare_report
-from faithtests.scorecard.family import CONTROLS, run_control
-from faithtests.scorecard.fingerprint import COMPARABLE, refused_mismatches
-from faithtests.scorecard.float_noise import NoiseReport, within_noise
-from faithtests.scorecard.frames import deltas_frame
-from faithtests.scorecard.glossary import GlossaryError, explain, explain_all, term_for
-from faithtests.scorecard.history import (
+from faithtests.reports.comparison_text import compare_report
+from faithtests.reports.frames import deltas_frame
+from faithtests.reports.history import (
     format_history,
     history_csv,
     load_history,
     write_history_csv,
     write_history_html,
 )
+from faithtests.reports.html import render_html
+from faithtests.reports.viewer import VIEWER, render_viewer
+from faithtests.scorecard.baseline import Comparison, Tolerance, compare
+from faithtests.scorecard.family import CONTROLS, run_control
+from faithtests.scorecard.fingerprint import COMPARABLE, refused_mismatches
+from faithtests.scorecard.float_noise import NoiseReport, within_noise
+from faithtests.scorecard.glossary import GlossaryError, explain, explain_all, term_for
 from faithtests.scorecard.history_run import RunPathError
-from faithtests.scorecard.html import render_html
 from faithtests.scorecard.item_log import item_log_path, iter_item_log, merge_item_logs
 from faithtests.scorecard.model import GateMode
 from faithtests.scorecard.scorecard import (
@@ -52,14 +53,13 @@ from faithtests.scorecard.scorecard import (
     read_scorecard,
     write_scorecard,
 )
-from faithtests.scorecard.viewer import VIEWER, render_viewer
 
 # name -> (module, help). The module must define ``main(argv: list[str]) -> int`` with its own
 # argparse (prog "faithtests NAME"); it is imported only when the subcommand runs.
 EXTERNAL_SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train-reference": ("faithtests.reference.train",
                         "train a bundled reference model (seeded) into fixtures/"),
-    "export": ("faithtests.scorecard.export", "export one run to MLflow (a tracking URI or a local "
+    "export": ("faithtests.reports.export", "export one run to MLflow (a tracking URI or a local "
                "directory) and/or an offline W&B run"),
     "list": ("faithtests.catalog", "the suites, metrics, models and data names this installation knows"),
 }

@@ -11,10 +11,10 @@ import logging
 import pytest
 
 from faithtests.plugin.noise import quiet_library_noise
+from faithtests.reports.summary import legend_lines, summary_lines
 from faithtests.scorecard.glossary import UNDEFINED, MetricTerm
 from faithtests.scorecard.model import InvalidCount, MetricResult, TestRecord
 from faithtests.scorecard.scorecard import Scorecard
-from faithtests.scorecard.summary import legend_lines, summary_lines
 
 PLUGINS = ("-p", "faithtests.plugin", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio",
            "-W", "ignore::pytest.PytestAssertRewriteWarning")
@@ -140,7 +140,7 @@ def test_floors_are_shown_apart_from_paper_gates_in_terminal_html_and_json() -> 
     ``gate_kind`` / ``gate_note`` round-trip); a paper gate is marked as such."""
     from dataclasses import replace
 
-    from faithtests.scorecard.html import render_html
+    from faithtests.reports.html import render_html
 
     sc = _card()
     means = "the model reports a difference where there is none"

@@ -39,8 +39,8 @@ from faithtests.plugin.controller import INSUFFICIENT_PROPERTY, MESSAGE_CHARS, s
 from faithtests.plugin.item_keys import model_param, suite_name, wants_record
 from faithtests.plugin.options import FAITH_OPTIONS, FaithOptions
 from faithtests.protocols import manifests
+from faithtests.reports.text_table import output_width, table
 from faithtests.scorecard.recording import FaithCheckFailed
-from faithtests.scorecard.text_table import output_width, table
 
 PROPERTY = "faithtests-estimate"  # user_properties name: {"suite": ..., "counts": {spec: tally}}
 STOPPED_PROPERTY = "faithtests-estimate-stopped"  # a test that raised on the placeholders: the exception

@@ -24,6 +24,8 @@ from faithtests.plugin.item_keys import wants_record
 from faithtests.plugin.lifecycle import EXIT_STATUS, ReportLock, final_notes, missing_message, none_selected
 from faithtests.plugin.options import FAITH_THRESHOLDS, FaithOptions, get_options
 from faithtests.protocols import manifests
+from faithtests.reports.summary import summary_lines
+from faithtests.reports.text_table import output_width
 from faithtests.scorecard.baseline import Comparison, MetricDelta, compare
 from faithtests.scorecard.fingerprint import (
     build_fingerprint,
@@ -36,8 +38,6 @@ from faithtests.scorecard.glossary import GlossaryError, for_recorded, undefined
 from faithtests.scorecard.history_run import run_record
 from faithtests.scorecard.model import TestRecord, test_key
 from faithtests.scorecard.scorecard import Scorecard, atomic_write_text, write_scorecard
-from faithtests.scorecard.summary import summary_lines
-from faithtests.scorecard.text_table import output_width
 
 PROPERTY = "faithtests"  # user_properties name carrying a TestRecord (JSON)
 TEARDOWN_PROPERTY = "faithtests-teardown"  # a teardown error of a recorded test (JSON message)
@@ -396,9 +396,9 @@ class Controller:
             return
         html_path = out / "scorecard.html"
         try:
-            from faithtests.scorecard.html import render_html  # lazy: jinja and plots, only when writing
+            from faithtests.reports.html import render_html  # lazy: jinja and plots, only when writing
         except ImportError as exc:
-            if isinstance(exc, ModuleNotFoundError) and exc.name == "faithtests.scorecard.html":
+            if isinstance(exc, ModuleNotFoundError) and exc.name == "faithtests.reports.html":
                 self.notes.append("warning: HTML renderer not available; wrote scorecard.json only")
             else:
                 self.notes.append(f"ERROR: HTML renderer failed to import: {exc}")

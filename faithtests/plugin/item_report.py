@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from faithtests.reports.viewer import VIEWER, render_viewer
 from faithtests.scorecard.item_log import ITEM_LOG, iter_item_log, log_beside, log_rows, write_item_log
 from faithtests.scorecard.scorecard import Scorecard, atomic_write_text
-from faithtests.scorecard.viewer import VIEWER, render_viewer
 
 
 def image_of(ref: str) -> Any:

@@ -47,7 +47,7 @@ from faithtests.plugin.distribution import group_of, model_stage
 from faithtests.plugin.model_spec import ModelSpec
 from faithtests.plugin.options import get_options
 from faithtests.progress import ProgressEvent, RunProgress, Sink, fit_line, set_sink
-from faithtests.scorecard.text_table import output_width
+from faithtests.reports.text_table import output_width
 
 PREFIX = "[faith]"
 #: A stage shorter than this prints nothing (seconds).

@@ -1,14 +1,13 @@
-"""Results model, scorecard JSON I/O, thresholds, baseline comparison, fingerprint and rendering.
+"""The run model: results, the recorder, thresholds and verdicts, coverage, the metric glossary, the
+scorecard's JSON I/O, fingerprints, baselines and the paired comparison.
 
-Pure Python (no torch, no pytest): a scorecard can be read, compared, merged and rendered without the
-run that produced it. ``html`` (jinja2) is imported on demand, not here; :func:`load` gives tidy
-pandas tables of a scorecard and :func:`load_many` one table of several runs (pandas imported when a
-table is built).
+Pure Python (no torch, no pytest, no jinja2 or pandas): a scorecard can be read, judged, compared and
+merged without the run that produced it. Everything that shows a scorecard to a person or another tool
+(HTML, plots, history, the viewer, pandas tables, exports, terminal text) is :mod:`faithtests.reports`,
+one layer above: an import contract (``pyproject.toml``) keeps this package from importing it.
 """
 
 from faithtests.scorecard.baseline import Comparison, Tolerance, compare
-from faithtests.scorecard.comparison_text import format_comparison
-from faithtests.scorecard.frames import LoadedScorecard, deltas_frame, load, load_many
 from faithtests.scorecard.gate_kinds import ThresholdError
 from faithtests.scorecard.model import (
     SCHEMA_VERSION,
@@ -33,7 +32,6 @@ __all__ = [
     "Comparison",
     "Exemplar",
     "InvalidCount",
-    "LoadedScorecard",
     "MetricResult",
     "Plot",
     "Scorecard",
@@ -44,10 +42,6 @@ __all__ = [
     "Thresholds",
     "Tolerance",
     "compare",
-    "deltas_frame",
-    "format_comparison",
-    "load",
-    "load_many",
     "load_thresholds",
     "merge_scorecards",
     "read_scorecard",

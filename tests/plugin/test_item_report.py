@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from faithtests.plugin.item_report import image_of, keep_baseline_log, write_item_report
+from faithtests.reports.viewer import VIEWER, render_viewer
 from faithtests.scorecard.item_log import ITEM_LOG, iter_item_log, log_beside
 from faithtests.scorecard.model import TestRecord
 from faithtests.scorecard.recording import Faith
 from faithtests.scorecard.scorecard import Scorecard
-from faithtests.scorecard.viewer import VIEWER, render_viewer
 
 
 def _rows() -> list[dict[str, object]]:

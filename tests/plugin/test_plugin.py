@@ -471,7 +471,7 @@ def test_model_info_teardown_error_and_missing_renderer(
     report = pytester.path / "faith-report"
     report.mkdir()
     (report / "scorecard.html").write_text("stale")
-    monkeypatch.setitem(sys.modules, "faithtests.scorecard.html", None)  # renderer absent
+    monkeypatch.setitem(sys.modules, "faithtests.reports.html", None)  # renderer absent
     result = _run(pytester)
     assert result.ret == 1
     sc = _scorecard(pytester)

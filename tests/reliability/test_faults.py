@@ -137,8 +137,8 @@ def _truncated_card(truncated: int) -> Any:
 def test_truncated_captions_are_a_coverage_line_in_the_terminal_and_html() -> None:
     """The count was only in the fingerprint (``truncated_inputs``): a model that scored 12 shortened
     captions of 500 showed nothing in the summary or the HTML's coverage cell."""
-    from faithtests.scorecard.html import render_html
-    from faithtests.scorecard.summary import summary_lines
+    from faithtests.reports.html import render_html
+    from faithtests.reports.summary import summary_lines
 
     line = ("coverage model clip: 12 of 500 captions truncated to its 77-token context (2.4%; longest 131 "
             "tokens)")

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from faithtests.reports.summary import summary_lines
 from faithtests.scorecard.coverage import DatasetCoverage, coverage_line, input_coverage
 from faithtests.scorecard.gate_kinds import ThresholdError
 from faithtests.scorecard.model import InvalidCount, MetricResult, TestRecord
 from faithtests.scorecard.recording import Faith, FaithCheckFailed, FaithInsufficient, ThresholdDirectionError
 from faithtests.scorecard.scorecard import Scorecard
-from faithtests.scorecard.summary import summary_lines
 from faithtests.scorecard.thresholds import Thresholds, load_thresholds
 from faithtests.stats import bootstrap_ci, cluster_bootstrap_ci
 

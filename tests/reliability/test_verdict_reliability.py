@@ -13,11 +13,11 @@ import numpy  # noqa: F401  (inline runs restore sys.modules; numpy cannot be im
 import pytest
 
 from faithtests.cli import main as cli_main
+from faithtests.reports.summary import model_verdicts
 from faithtests.scorecard.baseline import compare
 from faithtests.scorecard.model import ItemValues, MetricResult, TestRecord
 from faithtests.scorecard.recording import Faith, FaithCheckFailed, FaithInsufficient
 from faithtests.scorecard.scorecard import Scorecard, read_scorecard, write_scorecard
-from faithtests.scorecard.summary import model_verdicts
 from faithtests.scorecard.thresholds import Thresholds
 
 PLUGINS = ("-p", "faithtests.plugin", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from faithtests.reports.comparison_text import format_comparison
 from faithtests.scorecard.baseline import Tolerance, classify, compare
-from faithtests.scorecard.comparison_text import format_comparison
 from faithtests.scorecard.model import MetricResult, TestRecord
 from faithtests.scorecard.scorecard import Scorecard
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from faithtests import cli
-from faithtests.scorecard import export
-from faithtests.scorecard.export_trackers import VERDICTS_FILE, tracking_uri
+from faithtests.reports import export
+from faithtests.reports.export_trackers import VERDICTS_FILE, tracking_uri
 from faithtests.scorecard.model import MetricResult, TestRecord
 from faithtests.scorecard.scorecard import Scorecard, write_scorecard
 

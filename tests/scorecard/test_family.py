@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from faithtests import cli
+from faithtests.reports.comparison_text import format_comparison
 from faithtests.scorecard.baseline import Tolerance, ci_classify, compare
-from faithtests.scorecard.comparison_text import format_comparison
 from faithtests.scorecard.family import benjamini_hochberg, holm, regression_p, run_control
 from faithtests.scorecard.model import MetricResult, TestRecord
 from faithtests.scorecard.scorecard import Scorecard, write_scorecard

@@ -1,4 +1,4 @@
-"""``faithtests.scorecard.load``: tidy pandas tables of a scorecard, and ``faithtests compare --csv``."""
+"""``faithtests.reports.load``: tidy pandas tables of a scorecard, and ``faithtests compare --csv``."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from _sample_scorecard import CLIP, sample_scorecard
 
 from faithtests import cli
-from faithtests.scorecard import load, load_many
-from faithtests.scorecard.frames import ITEM_COLUMNS, MANY_COLUMNS, RESULT_COLUMNS, split_items_key
+from faithtests.reports import load, load_many
+from faithtests.reports.frames import ITEM_COLUMNS, MANY_COLUMNS, RESULT_COLUMNS, split_items_key
 from faithtests.scorecard.model import MetricResult, TestRecord
 from faithtests.scorecard.recording import items_key
 from faithtests.scorecard.scorecard import Scorecard, write_scorecard

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from faithtests import cli
-from faithtests.scorecard.history import collect_runs, load_history, render_history_html, write_history_html
+from faithtests.reports.history import collect_runs, load_history, render_history_html, write_history_html
 from faithtests.scorecard.history_run import (
     RunPathError,
     default_report_dir,
@@ -214,7 +214,7 @@ def test_html_page_is_offline_with_one_trend_plot_per_checked_metric(tmp_path: P
 def test_trend_plots_label_runs_by_their_step_and_say_so(tmp_path: Path) -> None:
     """Issue 49, item 6: the x axis named runs by their number in the history (#1, #2, ...), not by the
     ``--faith-step`` they record. Steps where the runs have them, run numbers otherwise; the title says."""
-    from faithtests.scorecard.history_plot import x_axis
+    from faithtests.reports.history_plot import x_axis
 
     page = render_history_html(load_history(_four(tmp_path)[:3]))
     plots = page.partition('<div id="trend-plots">')[2]

@@ -28,7 +28,7 @@ import pytest
 from _sample_scorecard import CLIP, OC, sample_scorecard, sample_with_regressions
 from test_render import tables
 
-from faithtests.scorecard.html import render_html
+from faithtests.reports.html import render_html
 from faithtests.scorecard.model import MetricResult, Plot, Series, TestRecord
 from faithtests.scorecard.scorecard import Scorecard
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from faithtests import cli
+from faithtests.reports.comparison_text import format_comparison
+from faithtests.reports.html import render_html
 from faithtests.scorecard.baseline import compare
-from faithtests.scorecard.comparison_text import format_comparison
-from faithtests.scorecard.html import render_html
 from faithtests.scorecard.model import ItemValues, MetricResult, TestRecord
 from faithtests.scorecard.scorecard import Scorecard, read_scorecard, write_scorecard
 from faithtests.testing.suite_run import cache_args, env_cache

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from faithtests.reports.plot_axes import ThresholdLine, nice_ticks, y_range
+from faithtests.reports.plot_dots import DotRow, render_dots
+from faithtests.reports.plots import render_plot
 from faithtests.scorecard.model import Plot, Series
-from faithtests.scorecard.plot_axes import ThresholdLine, nice_ticks, y_range
-from faithtests.scorecard.plot_dots import DotRow, render_dots
-from faithtests.scorecard.plots import render_plot
 
 FLOATS = st.floats(allow_nan=True, allow_infinity=True)
 FINITE = st.floats(allow_nan=False, allow_infinity=False)

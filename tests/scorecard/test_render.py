@@ -14,10 +14,10 @@ from html.parser import HTMLParser
 import pytest
 from _sample_scorecard import CLIP, HOSTILE, OC, sample_scorecard
 
+from faithtests.reports.html import node_function, render_html
+from faithtests.reports.plots import nice_ticks, render_plot
 from faithtests.scorecard.baseline import compare
-from faithtests.scorecard.html import node_function, render_html
 from faithtests.scorecard.model import Exemplar, GateMode, MetricResult, Op, Plot, Series, TestRecord, passes
-from faithtests.scorecard.plots import nice_ticks, render_plot
 from faithtests.scorecard.scorecard import Scorecard
 
 
@@ -357,7 +357,7 @@ def test_no_power_fields_without_a_check_a_ci_or_a_value() -> None:
 
 
 def test_inconclusive_checks_are_flagged_in_html_and_summary() -> None:
-    from faithtests.scorecard.summary import INCONCLUSIVE_NOTE, summary_lines
+    from faithtests.reports.summary import INCONCLUSIVE_NOTE, summary_lines
 
     straddles = _checked(0.85, (0.75, 0.95), ">=", 0.80, model="a")
     clear = replace(_checked(0.85, (0.81, 0.89), ">=", 0.80, model="b"), test="s.py::test_y")

@@ -11,10 +11,10 @@ import re
 from _sample_scorecard import sample_with_regressions
 from test_render import suite_html
 
-from faithtests.scorecard.html import render_html
+from faithtests.reports.html import render_html
+from faithtests.reports.render_exemplars import group_similar, near_identical
+from faithtests.reports.render_verdict import Verdict, fold_unchecked
 from faithtests.scorecard.model import Exemplar, MetricResult, TestRecord
-from faithtests.scorecard.render_exemplars import group_similar, near_identical
-from faithtests.scorecard.render_verdict import Verdict, fold_unchecked
 from faithtests.scorecard.scorecard import Scorecard
 
 

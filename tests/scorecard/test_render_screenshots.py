@@ -30,7 +30,7 @@ import pytest
 from PIL import Image
 from test_html_chromium import _FLAGS, _dump_dom, find_chromium, probe
 
-from faithtests.scorecard.viewer import PAGE_ROWS
+from faithtests.reports.viewer import PAGE_ROWS
 from faithtests.testing.suite_run import env_cache_args
 
 ROOT = Path(__file__).resolve().parents[2]

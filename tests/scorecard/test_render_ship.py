@@ -13,11 +13,11 @@ from dataclasses import replace
 from _sample_scorecard import CLIP, OC, sample_scorecard, sample_with_regressions
 from test_render import tables
 
-from faithtests.scorecard.html import render_html
+from faithtests.reports.html import render_html
+from faithtests.reports.plot_axes import STATUS_COLOR
+from faithtests.reports.plot_dots import DotRow, render_dots
+from faithtests.reports.plots import ThresholdLine, render_plot
 from faithtests.scorecard.model import MetricResult, Plot, Series, TestRecord
-from faithtests.scorecard.plot_axes import STATUS_COLOR
-from faithtests.scorecard.plot_dots import DotRow, render_dots
-from faithtests.scorecard.plots import ThresholdLine, render_plot
 from faithtests.scorecard.scorecard import Scorecard
 
 NS = "{http://www.w3.org/2000/svg}"

@@ -14,11 +14,11 @@ import pytest
 from _sample_scorecard import CLIP, OC, sample_scorecard, sample_with_regressions
 from test_render import suite_html, tables
 
-from faithtests.scorecard.html import render_html
+from faithtests.reports.html import render_html
+from faithtests.reports.plots import ThresholdLine, render_plot, text_width
+from faithtests.reports.render_coverage import split_coverage, touches_check
 from faithtests.scorecard.kinds import NONFINITE
 from faithtests.scorecard.model import InvalidCount, MetricResult, Plot, Series, TestRecord
-from faithtests.scorecard.plots import ThresholdLine, render_plot, text_width
-from faithtests.scorecard.render_coverage import split_coverage, touches_check
 from faithtests.scorecard.scorecard import Scorecard
 
 NS = "{http://www.w3.org/2000/svg}"

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from faithtests.reports.comparison_text import format_comparison
+from faithtests.reports.summary import summary_lines
+from faithtests.reports.text_table import LOG_WIDTH, fit_lines, output_width, table
 from faithtests.scorecard.baseline import compare
-from faithtests.scorecard.comparison_text import format_comparison
 from faithtests.scorecard.model import MetricResult, TestRecord
 from faithtests.scorecard.scorecard import Scorecard
-from faithtests.scorecard.summary import summary_lines
-from faithtests.scorecard.text_table import LOG_WIDTH, fit_lines, output_width, table
 
 
 def test_a_table_that_fits_keeps_its_natural_widths() -> None:

@@ -11,10 +11,10 @@ from typing import Any
 from _sample_scorecard import sample_scorecard
 from PIL import Image
 
-from faithtests.scorecard.html import render_html
+from faithtests.reports.html import render_html
+from faithtests.reports.viewer import MAX_THUMBS, embedded, render_viewer
+from faithtests.reports.word_diff import changed_words, marked_texts
 from faithtests.scorecard.model import Exemplar
-from faithtests.scorecard.viewer import MAX_THUMBS, embedded, render_viewer
-from faithtests.scorecard.word_diff import changed_words, marked_texts
 
 
 def _row(k: int, outcome: Any, test: str = "t.py::a", model: str = "clip") -> dict[str, Any]:

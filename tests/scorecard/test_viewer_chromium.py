@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from test_html_chromium import _dump_dom, _with_measurement, find_chromium
 
-from faithtests.scorecard.viewer import PAGE_ROWS, REF, interned, render_viewer
+from faithtests.reports.viewer import PAGE_ROWS, REF, interned, render_viewer
 
 N_ROWS = 1234
 PROBE = """

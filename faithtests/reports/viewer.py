@@ -1,6 +1,6 @@
 """The item viewer (``items.html`` beside ``scorecard.html``): the run's item log as one offline page.
 
-Self-contained like the scorecard (:mod:`faithtests.scorecard.html`): inline CSS and script pinned by hash
+Self-contained like the scorecard (:mod:`faithtests.reports.html`): inline CSS and script pinned by hash
 in a Content-Security-Policy that forbids every fetch; the rows are embedded as a JSON data block (never
 executed), so the page opens from ``file://``. Stable hooks for browser tests: the filter form
 ``#viewer-filters`` (inputs ``test``, ``model``, ``variant``, ``outcome``, ``text``), the table
@@ -30,8 +30,8 @@ from typing import Any
 
 from markupsafe import Markup
 
-from faithtests.scorecard.html import _csp_hash, _environment
-from faithtests.scorecard.word_diff import marked_texts
+from faithtests.reports.html import _csp_hash, _environment
+from faithtests.reports.word_diff import marked_texts
 
 VIEWER = "items.html"
 MAX_ROWS = 50_000

@@ -33,14 +33,14 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from faithtests.scorecard.baseline import test_label
-from faithtests.scorecard.export_trackers import (
+from faithtests.reports.export_trackers import (
     VERDICT_COLUMNS,
     Export,
     ExportError,
     to_mlflow,
     to_wandb,
 )
+from faithtests.scorecard.baseline import test_label
 from faithtests.scorecard.model import MetricResult, test_key
 from faithtests.scorecard.scorecard import Scorecard, ScorecardError, read_scorecard, scorecard_path
 

@@ -1,12 +1,12 @@
 """History across checkpoints: ``faithtests history RUN...`` and its self-contained HTML page.
 
->>> from faithtests.scorecard.history import load_history, write_history_html   # doctest: +SKIP
+>>> from faithtests.reports.history import load_history, write_history_html   # doctest: +SKIP
 >>> h = load_history(["faith-report", "out/ckpt-*"])                            # doctest: +SKIP
 >>> write_history_html(["out/ckpt-*"], "faith-history.html")                     # doctest: +SKIP
 
 The rules (ordering, first failing run, regressions, the exit status) are in
-:mod:`faithtests.scorecard.history_trends`; the terminal table and CSV in
-:mod:`faithtests.scorecard.history_text`; the trend plots in :mod:`faithtests.scorecard.history_plot`.
+:mod:`faithtests.reports.history_trends`; the terminal table and CSV in
+:mod:`faithtests.reports.history_text`; the trend plots in :mod:`faithtests.reports.history_plot`.
 
 The page works offline like ``scorecard.html``: inline CSS pinned by hash in a Content-Security-Policy
 that forbids every fetch and every script (``default-src 'none'``). Stable hooks for checks: the
@@ -26,11 +26,9 @@ from typing import Any
 
 from markupsafe import Markup
 
-from faithtests.scorecard.baseline import Tolerance
-from faithtests.scorecard.frames import LoadedScorecard, read_runs
-from faithtests.scorecard.history_plot import trend_svg
-from faithtests.scorecard.history_run import order_key, run_label, unique_labels
-from faithtests.scorecard.history_text import (
+from faithtests.reports.frames import LoadedScorecard, read_runs
+from faithtests.reports.history_plot import trend_svg
+from faithtests.reports.history_text import (
     delta_text,
     format_history,
     history_csv,
@@ -38,7 +36,9 @@ from faithtests.scorecard.history_text import (
     run_names,
     value_text,
 )
-from faithtests.scorecard.history_trends import History, Trend, build_history
+from faithtests.reports.history_trends import History, Trend, build_history
+from faithtests.scorecard.baseline import Tolerance
+from faithtests.scorecard.history_run import order_key, run_label, unique_labels
 from faithtests.scorecard.model import MetricResult
 from faithtests.scorecard.scorecard import Scorecard, atomic_write_text
 
@@ -106,7 +106,7 @@ def render_history_html(history: History, title: str = "faithtests history") -> 
     """The history as one offline HTML page (see the module docstring for its DOM hooks)."""
     import jinja2  # lazy: jinja2, only when a page is rendered
 
-    env = jinja2.Environment(loader=jinja2.PackageLoader("faithtests.scorecard", "templates"),
+    env = jinja2.Environment(loader=jinja2.PackageLoader("faithtests.reports", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True)
     css = env.get_template("history.css.j2").render()

@@ -9,10 +9,10 @@ an image is shown as text, never as a ``src``.
 The first screen answers "ship or not": one banner (SHIP / DO NOT SHIP / INSUFFICIENT DATA, with the
 count of failing checks and regressions), then one verdict row per model/variant naming (and linking)
 every failed, insufficient and inconclusive check and regression
-(:mod:`faithtests.scorecard.render_verdict`; variants without checks fold into their model's row), a
+(:mod:`faithtests.reports.render_verdict`; variants without checks fold into their model's row), a
 table filter, then the run's counts, with unusable inputs a check reads counted once per dataset and
-the counts no check reads folded apart as coverage notes (:mod:`faithtests.scorecard.render_coverage`).
-Then one collapsible section per suite (:mod:`faithtests.scorecard.render_sections`), open only when a
+the counts no check reads folded apart as coverage notes (:mod:`faithtests.reports.render_coverage`).
+Then one collapsible section per suite (:mod:`faithtests.reports.render_sections`), open only when a
 check or test in it failed, and then on its failing checks and failure exemplars alone: the other
 rows of the metric table (pivoted so each model/variant is a column, each metric name carrying its
 glossary definition), the glossary, slice breakdowns, plots (with the baseline's values when there is
@@ -32,19 +32,19 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from faithtests.scorecard.baseline import MetricDelta, Tolerance, compare
-from faithtests.scorecard.family import run_control
-from faithtests.scorecard.model import GateMode, TestRecord, test_key
-from faithtests.scorecard.render_coverage import split_coverage
-from faithtests.scorecard.render_sections import SuiteView, suite_view
-from faithtests.scorecard.render_verdict import (
+from faithtests.reports.render_coverage import split_coverage
+from faithtests.reports.render_sections import SuiteView, suite_view
+from faithtests.reports.render_verdict import (
     fold_unchecked,
     regression_key,
     regression_rows,
     ship_banner,
     verdicts,
 )
-from faithtests.scorecard.render_views import Key, delta_index, fmt, node_function, slug
+from faithtests.reports.render_views import Key, delta_index, fmt, node_function, slug
+from faithtests.scorecard.baseline import MetricDelta, Tolerance, compare
+from faithtests.scorecard.family import run_control
+from faithtests.scorecard.model import GateMode, TestRecord, test_key
 from faithtests.scorecard.scorecard import Scorecard
 
 __all__ = ["DEFAULT_MAX_EXEMPLARS", "DEFAULT_MAX_IMAGE_CHARS", "node_function", "render_html"]
@@ -66,7 +66,7 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
 
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.PackageLoader("faithtests.scorecard", "templates"),
+        loader=jinja2.PackageLoader("faithtests.reports", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

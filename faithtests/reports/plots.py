@@ -6,7 +6,7 @@ around them, a bar shows "n/a") instead of poisoning the axis range. Only presen
 used (no ``style=""``), so the page's Content-Security-Policy can forbid inline style attributes.
 
 Layout never clips a text: margins grow with the title, legend and tick labels they hold (widths are
-estimated in :mod:`faithtests.scorecard.plot_axes`), long texts are cut with "…" and keep their
+estimated in :mod:`faithtests.reports.plot_axes`), long texts are cut with "…" and keep their
 full wording in a ``<title>`` tooltip. A threshold is drawn as a dashed line (or, for a bar series with
 its own threshold, a dash across each of its bars) and the y axis always reaches it.
 """
@@ -17,8 +17,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from faithtests.scorecard.model import Plot, Series
-from faithtests.scorecard.plot_axes import (
+from faithtests.reports.plot_axes import (
     COS,
     LABEL_CHARS,
     LEFT_MIN,
@@ -40,7 +39,8 @@ from faithtests.scorecard.plot_axes import (
     wrap,
     y_range,
 )
-from faithtests.scorecard.plot_dots import DotRow, render_dots
+from faithtests.reports.plot_dots import DotRow, render_dots
+from faithtests.scorecard.model import Plot, Series
 
 __all__ = ["ThresholdLine", "nice_ticks", "render_plot", "text_width"]
 

@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
+from faithtests.reports.render_views import Column, fmt, strip_file
+from faithtests.reports.word_diff import marked_texts  # the flipped word of a flip, in <mark>
 from faithtests.scorecard.model import Exemplar, TestRecord
-from faithtests.scorecard.render_views import Column, fmt, strip_file
-from faithtests.scorecard.word_diff import marked_texts  # the flipped word of a flip, in <mark>
 
 __all__ = ["ExemplarGroup", "ExemplarView", "exemplar_groups", "group_similar", "near_identical"]
 

@@ -19,9 +19,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from faithtests.reports.render_views import Column, Key, fmt, metric_label, slug, strip_file, test_params
 from faithtests.scorecard.gate_kinds import kind_word
 from faithtests.scorecard.model import TestRecord, test_key
-from faithtests.scorecard.render_views import Column, Key, fmt, metric_label, slug, strip_file, test_params
 from faithtests.scorecard.scorecard import Scorecard
 
 

@@ -2,7 +2,7 @@
 
 Rules (documented in docs/reports.md, "History across checkpoints"):
 
-* Runs are ordered by ``--faith-step``, then start time (:func:`~faithtests.scorecard.frames.read_runs`).
+* Runs are ordered by ``--faith-step``, then start time (:func:`~faithtests.reports.frames.read_runs`).
 * A row is one result key (test key, model label, variant, metric, slice), so a model keeps its row
   across runs when its checkpoints are tested under one label (``--faith-model cand=SPEC``), as for
   the baseline gate. Only *checked* rows are followed: those with a threshold check in some run.
@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from faithtests.reports.frames import LoadedScorecard
 from faithtests.scorecard.baseline import Comparison, MetricDelta, Tolerance, compare
 from faithtests.scorecard.family import run_control
-from faithtests.scorecard.frames import LoadedScorecard
 from faithtests.scorecard.model import MetricResult
 
 RowKey = tuple[str, str, str, str, str]

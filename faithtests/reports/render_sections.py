@@ -10,7 +10,7 @@ Rules the page keeps (issue 17):
   baseline's value), so metrics of different thresholds or directions never share an axis;
 * exemplars of a passing test are "hardest items", not failures, and a card identical to one shown
   earlier on the page is counted, not repeated; near-identical cards show once with ×N
-  (:mod:`faithtests.scorecard.render_exemplars`);
+  (:mod:`faithtests.reports.render_exemplars`);
 * each plot and glossary line carries its results' flags, so "only flagged" hides those of unflagged
   rows;
 * invalid-input kinds that counted zero everywhere collapse into one line.
@@ -26,13 +26,10 @@ from dataclasses import dataclass, field, replace
 
 from markupsafe import Markup
 
-from faithtests.scorecard.baseline import MetricDelta
-from faithtests.scorecard.glossary import term_for
-from faithtests.scorecard.model import InvalidCount, MetricResult, Plot, TestRecord, test_key
-from faithtests.scorecard.plot_dots import DotRow, render_dots
-from faithtests.scorecard.plots import ThresholdLine, render_plot
-from faithtests.scorecard.render_exemplars import ExemplarGroup, exemplar_groups
-from faithtests.scorecard.render_views import (
+from faithtests.reports.plot_dots import DotRow, render_dots
+from faithtests.reports.plots import ThresholdLine, render_plot
+from faithtests.reports.render_exemplars import ExemplarGroup, exemplar_groups
+from faithtests.reports.render_views import (
     Column,
     Key,
     Row,
@@ -43,6 +40,9 @@ from faithtests.scorecard.render_views import (
     slug,
     strip_file,
 )
+from faithtests.scorecard.baseline import MetricDelta
+from faithtests.scorecard.glossary import term_for
+from faithtests.scorecard.model import InvalidCount, MetricResult, Plot, TestRecord, test_key
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from faithtests.reports.comparison_text import format_comparison
+from faithtests.reports.text_table import table
 from faithtests.scorecard.baseline import Comparison, MetricDelta
-from faithtests.scorecard.comparison_text import format_comparison
 from faithtests.scorecard.coverage import coverage_line, input_coverage, truncation_lines
 from faithtests.scorecard.glossary import base_name, term_for
 from faithtests.scorecard.model import MetricResult, TestRecord
 from faithtests.scorecard.scorecard import Scorecard
-from faithtests.scorecard.text_table import table
 
 MAX_ROWS = 40
 #: The results table's columns that wrap to fit the output: names and the value's CI (never n or verdict).
@@ -255,7 +255,7 @@ def summary_lines(sc: Scorecard, written: Sequence[Path], comparison: Comparison
     first, then checked passes, unchecked results only with ``full`` (-v); ``quiet`` (-q) keeps the
     problems only), what the failing metrics mean, input coverage per dataset (non-zero counts),
     coverage failures, the baseline comparison, the notes, a verdict per model, and the report path
-    last. ``width``: the tables fitted to it (:mod:`~faithtests.scorecard.text_table`; ``None``: natural
+    last. ``width``: the tables fitted to it (:mod:`~faithtests.reports.text_table`; ``None``: natural
     widths); a note or verdict line stays one whole line (what ``grep ERROR`` finds in a log).
     ``missing``: the baseline results the gate failed on for not being produced, counted on the first line
     and in the verdicts."""

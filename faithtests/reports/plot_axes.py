@@ -1,5 +1,5 @@
 """The pieces every scorecard plot shares: text measuring and cutting, number formatting, round ticks,
-the data-to-pixel frame, the axes and the legend (:mod:`faithtests.scorecard.plots` draws the marks).
+the data-to-pixel frame, the axes and the legend (:mod:`faithtests.reports.plots` draws the marks).
 
 Widths are estimated from a generous average glyph width (``CHAR``), so a margin sized from them never
 clips a text; a cut text keeps its full wording in a ``<title>`` tooltip.

@@ -3,7 +3,7 @@ the check's threshold as a dashed line, each point coloured by its check's verdi
 regression against the previous run marked. The x axis names each run by its ``--faith-step`` when the
 runs record one, by its number in the history otherwise, and its title says which (:func:`x_axis`).
 
-Drawn like the scorecard's plots (:mod:`faithtests.scorecard.plot_axes`: the same frame, axes, ticks and
+Drawn like the scorecard's plots (:mod:`faithtests.reports.plot_axes`: the same frame, axes, ticks and
 escaping; presentation attributes only, so the page's Content-Security-Policy forbids inline styles).
 The root element is ``<svg class="trend-plot" data-metric=... data-model=...>``.
 """
@@ -13,9 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from faithtests.scorecard.history_trends import Trend
-from faithtests.scorecard.model import Plot
-from faithtests.scorecard.plot_axes import (
+from faithtests.reports.history_trends import Trend
+from faithtests.reports.plot_axes import (
     LABEL_CHARS,
     LEFT_MIN,
     OP_TEXT,
@@ -30,6 +29,7 @@ from faithtests.scorecard.plot_axes import (
     text_width,
     y_range,
 )
+from faithtests.scorecard.model import Plot
 
 WIDTH, PLOT_HEIGHT, TOP = 560, 170, 44
 VERDICT_COLOR = {"pass": "#2e7d32", "fail": "#c62828", "insufficient": "#c79100"}  # style.css.j2's badges

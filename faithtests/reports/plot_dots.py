@@ -6,7 +6,7 @@ Why: a bar chart of one or two values spends 300 px to show a bar whose length h
 carries everything a check needs on one line: the value as a dot coloured by its verdict (the page's
 pass/fail/insufficient colours), its 95% CI as a whisker, the check's threshold as a dark tick, the
 baseline's value as a hollow diamond, and the value in figures at the right. Texts are cut to fit and
-keep their full wording in a ``<title>`` tooltip, as in :mod:`faithtests.scorecard.plots`.
+keep their full wording in a ``<title>`` tooltip, as in :mod:`faithtests.reports.plots`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from faithtests.scorecard.plot_axes import (
+from faithtests.reports.plot_axes import (
     RIGHT,
     STATUS_COLOR,
     ThresholdLine,

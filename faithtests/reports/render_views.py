@@ -1,6 +1,6 @@
 """The scorecard's table model: columns (model · variant), rows (test · metric · slice) and cells.
 
-Pure data for the templates of :mod:`faithtests.scorecard.html`; no jinja here. Every result key
+Pure data for the templates of :mod:`faithtests.reports.html`; no jinja here. Every result key
 gets one row anchor (:func:`row_anchor`) that the verdict block and the regression list link to.
 """
 

@@ -4,8 +4,8 @@ verdict; then the counts, the items behind each regression and the item flips.""
 
 from __future__ import annotations
 
+from faithtests.reports.text_table import stdout_width, table
 from faithtests.scorecard.baseline import Comparison, MetricDelta, test_label
-from faithtests.scorecard.text_table import stdout_width, table
 
 
 def _fmt(x: float | None) -> str:
@@ -108,7 +108,7 @@ def format_comparison(c: Comparison, *, show_unchanged: bool = True, max_flips: 
     CI and its basis, the paired counts, and the ``ci`` gate's verdict), the items behind each
     regression, then item flips. The test column tells apart one metric recorded by two tests
     (``test_x[all]`` records ``PR[type=color]`` once per data set). ``width``: fit the lines to it
-    (:mod:`~faithtests.scorecard.text_table`; names wrap in their columns), ``None``: natural widths."""
+    (:mod:`~faithtests.reports.text_table`; names wrap in their columns), ``None``: natural widths."""
     shown = [d for d in c.deltas if (show_unchanged or d.status != "unchanged") and d.gated]
     header = ["status", "test", "metric", "model", "variant", "baseline", "current", "delta", "delta 95% CI",
               "basis", "paired", "ci gate", "better"]

@@ -3,7 +3,7 @@ file store) and Weights & Biases in offline mode (no network, no login; ``wandb 
 
 Both packages are optional (``pip install "faithtests[export]"``) and imported inside the writer that
 needs it, so reading, rendering or comparing scorecards never imports them. What is exported is decided
-once, in :mod:`faithtests.scorecard.export`; these writers only put it where each tracker keeps it.
+once, in :mod:`faithtests.reports.export`; these writers only put it where each tracker keeps it.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ import csv
 import io
 from collections.abc import Sequence
 
+from faithtests.reports.history_trends import History, Trend
 from faithtests.scorecard.baseline import MetricDelta, test_label
-from faithtests.scorecard.history_trends import History, Trend
 from faithtests.scorecard.model import MetricResult
 
 CSV_COLUMNS = ("run_index", "run", "step", "started", "source", "suite", "test", "model", "variant",
