@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from faithtests.models.locations import writable_fixtures_root
+from faithtests.reference.prompt_lock import RETRAIN, write_lock
 from faithtests.reference.train_clip import train_clip
 from faithtests.reference.train_omni import train_omni, train_omni_deaf
 from faithtests.reference.train_vlm import TWIN_STEPS, VLM_PHASES, store_half, train_vlm
@@ -103,6 +104,8 @@ def train_reference(
     if from_phase != 1 and name not in ("vlm", "omni"):
         raise ValueError("--from-phase applies to the phased vlm and omni recipes only")
     RECIPES[name](target, seed, from_phase)
+    if name in RETRAIN:  # trained on the suites' prompts as they are now: the lock says so (prompt_lock.py)
+        write_lock(target.parent, [name])
     return target
 
 
