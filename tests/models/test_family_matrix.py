@@ -40,16 +40,27 @@ PAGE = ROOT / "docs" / "models.md"
 LIMIT = 2
 #: tokens every generation of the matrix's builds takes before it stops (module doc)
 STEPS = 4
-#: Relative cost of one family's suite run (measured under -n 2: the two omni thinkers and Gemma 3n took
-#: 30-42 s each, a tiny VLM about 5 s; a dual encoder runs two suites; a family without a chat template
-#: is all n/a).
-COST = {"omni": 8.0, "vlm": 1.0, "dual": 0.3}
+#: Seconds one family adds to its group (measured serially, one thread, on a busy 2-core machine: the
+#: wall time from each of its tests' start to the next's, model loads and teardowns included, plus its
+#: build; the run's fixed start-up is left out, each group pays it once). Since generation stops after
+#: STEPS tokens an omni thinker costs about a VLM, Gemma 3n two to three (the old weights, 8 per omni
+#: family to 1 per VLM, gave one group 16 families and the other 10: 71.6 s and 45.1 s in CI); a dual
+#: encoder runs two suites; PaliGemma (no chat template) is all n/a but still loads. A family not listed
+#: (a new one) costs :data:`KIND_COST` of its kind until it is measured.
+COST = {
+    "llava": 4.6, "llava_next": 4.5, "llava_onevision": 3.7, "qwen2_vl": 3.4, "qwen2_5_vl": 3.8,
+    "qwen3_vl": 4.1, "qwen3_5": 6.0, "internvl": 2.8, "idefics3": 4.5, "smolvlm": 3.8, "gemma3": 3.7,
+    "gemma4": 5.6, "paligemma": 4.3, "mllama": 3.3, "mistral3": 3.2, "glm4v": 3.3, "aya_vision": 4.3,
+    "janus": 5.2, "lfm2_vl": 4.7, "qwen2_5_omni": 4.2, "qwen3_omni_moe": 4.6, "gemma3n": 10.2, "clip": 0.7,
+    "siglip": 0.5, "siglip2": 0.5, "metaclip_2": 0.6,
+}
+KIND_COST = {"omni": 4.5, "vlm": 3.8, "dual": 0.6}
 
 
 def _halves(families: list[Family]) -> tuple[list[Family], list[Family]]:
     """Two groups of about equal cost (dearest first into the cheaper group), each in FAMILIES order."""
     def cost(f: Family) -> float:
-        return COST[f.kind] if f.chat_template else 0.2
+        return COST.get(f.model_type, KIND_COST[f.kind])
 
     groups: tuple[list[Family], list[Family]] = ([], [])
     for f in sorted(families, key=cost, reverse=True):
