@@ -102,6 +102,79 @@ def data(found: Sequence[Manifest]) -> list[Entry]:
             for n, spec in sorted(data_table(found, SHARED).items())]
 
 
+# -- the suites tables of the README and the docs, generated from the manifests' questions -------------
+#: file (relative to the checkout) -> how a protocol's page is linked from it
+DOC_TABLES: dict[str, Callable[[Manifest], str]] = {
+    "README.md": lambda m: f"faithtests/protocols/{m.name}/README.md",
+    "docs/index.md": lambda m: f"protocols/{m.name}.md",
+    "docs/suites.md": lambda m: f"protocols/{m.name}.md",
+}
+_START, _END = "<!-- suites table: generated from the protocol manifests", "<!-- end of suites table -->"
+WRITE_COMMAND = "python -m faithtests.catalog --write-docs"
+
+
+def _asked(found: Sequence[Manifest]) -> list[tuple[str, str, Manifest, str]]:
+    """(number, suite, protocol, question) of every suite question the manifests declare, in number
+    order; a suite a manifest runs without a question is an error (its row would be missing)."""
+    rows = []
+    for m in found:
+        for suite in m.suites:
+            if suite not in m.questions:
+                raise ValueError(f"protocol {m.name!r} runs suite {suite!r} but its manifest declares no "
+                                 "question for it (Manifest.questions)")
+            number, question = m.questions[suite]
+            rows.append((number, suite, m, question))
+    return sorted(rows, key=lambda r: (r[0], r[1]))
+
+
+def suites_table(found: Sequence[Manifest], file: str) -> str:
+    """The Markdown suites table of ``file`` (a key of :data:`DOC_TABLES`): one row per suite with its
+    protocols' questions and links, or (docs/suites.md) one row per numbered question with its file."""
+    link = DOC_TABLES[file]
+    rows = _asked(found)
+    if file == "docs/suites.md":
+        lines = ["| suite | file | protocol | question it asks |", "|---|---|---|---|"]
+        lines += [f"| {n} `{s}` | `suites/test_{s}.py` | [{m.title}]({link(m)}) | {q} |"
+                  for n, s, m, q in rows]
+        return "\n".join(lines)
+    by_suite: dict[str, list[tuple[Manifest, str]]] = {}
+    for _, suite, m, question in rows:
+        by_suite.setdefault(suite, []).append((m, question))
+    lines = ["| suite | question it asks | paper |", "|---|---|---|"]
+    for suite, asked in by_suite.items():
+        papers = ", ".join(f"[{m.title}]({link(m)})" for m, _ in asked)
+        lines.append(f"| `{suite}` | {' '.join(q for _, q in asked)} | {papers} |")
+    return "\n".join(lines)
+
+
+def _spliced(text: str, table: str, file: str) -> str:
+    start = text.find(_START)
+    end = text.find(_END, start)
+    if start < 0 or end < 0:
+        raise ValueError(f"{file}: no '{_START} ...' / '{_END}' markers around its suites table")
+    head = text.index("\n", start) + 1  # the start marker's line (it says how to regenerate) is kept
+    return text[:head] + table + "\n" + text[end:]
+
+
+def doc_tables(root: Path, found: Sequence[Manifest]) -> dict[str, tuple[str, str]]:
+    """file -> (its text now, its text with the generated suites table)."""
+    out = {}
+    for file in DOC_TABLES:
+        text = (root / file).read_text(encoding="utf-8")
+        out[file] = (text, _spliced(text, suites_table(found, file), file))
+    return out
+
+
+def write_docs(root: Path) -> list[str]:
+    """Regenerate the suites tables under ``root``; the files that changed."""
+    changed = []
+    for file, (now, want) in doc_tables(root, manifests()).items():
+        if now != want:
+            (root / file).write_text(want, encoding="utf-8")
+            changed.append(file)
+    return changed
+
+
 def catalog(sections: Sequence[str]) -> dict[str, list[Entry]]:
     found = manifests()
     makers: dict[str, Callable[[], list[Entry]]] = {
@@ -125,10 +198,16 @@ def main(argv: list[str] | None = None) -> int:
                                      "data names this installation knows.")
     parser.add_argument("section", nargs="?", choices=SECTIONS, help="one section (default: all four)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--write-docs", action="store_true", help="regenerate the suites tables of the "
+                        "README and the docs of this checkout from the manifests, and list what changed")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, or a usage error argparse already printed
         return exc.code if isinstance(exc.code, int) else 2
+    if args.write_docs:
+        root = Path(__file__).resolve().parents[1]
+        print("\n".join(f"rewrote {f}" for f in write_docs(root)) or "suites tables already current")
+        return 0
     try:
         listed = catalog([args.section] if args.section else SECTIONS)
     except GlossaryError as exc:  # a registered protocol's glossary that does not load

@@ -60,6 +60,9 @@ class Manifest:
     #: The requests to a served model that only its answers decide, in words (``--faith-api-estimate``
     #: counts none it has no answer for: its count for these suites is then a lower bound, by at most this).
     answer_dependent: str = ""
+    #: suite -> (its number in the product's order, "1", "2a", ...; the question this protocol asks in it):
+    #: the suites tables of the README and the docs are generated from these (``faithtests.catalog``).
+    questions: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def load_attr(ref: str) -> Any:

@@ -38,6 +38,8 @@ MANIFEST = Manifest(
     title="AC-Bench",
     paper="AC-Bench: Do Multimodal Models Truly See Emotion Amidst Textual Interference?",
     suites=("affective_conflict",),
+    questions={"affective_conflict": ("4", "does the model follow the image or a description pushing "
+                                          "another emotion?")},
     fixtures="faithtests.protocols.acbench.fixtures",
     glossary="faithtests.protocols.acbench.terms:TERMS",
     data={

@@ -35,6 +35,8 @@ MANIFEST = Manifest(
     title="IMAVB",
     paper="Senses Wide Shut: A Representation-Action Gap in Omnimodal LLMs",
     suites=("premise_rejection",),
+    questions={"premise_rejection": ("3", "does the model reject a question whose premise contradicts what "
+                                         "it sees or hears?")},
     fixtures="faithtests.protocols.imavb.fixtures",
     glossary="faithtests.protocols.imavb.terms:TERMS",
     data={"imavb": DataName("any", "IMAVB file or folder")},

@@ -48,6 +48,9 @@ MANIFEST = Manifest(
     title="LGIP",
     paper="Language-Guided Invariance Probing of Vision-Language Models",
     suites=("invariance", "flip_sensitivity"),
+    questions={
+        "invariance": ("1", "does image–text similarity stay put under meaning-preserving paraphrases?"),
+        "flip_sensitivity": ("2a", "does it drop under one-word semantic flips?")},
     fixtures="faithtests.protocols.lgip.fixtures",
     glossary="faithtests.protocols.lgip.terms:TERMS",
     data={"lgip": DataName("file", "LGIP perturbation JSONL (image paths relative to its folder)")},

@@ -10,6 +10,9 @@ MANIFEST = Manifest(
     title="S3E",
     paper="When Correct Decisions Hide Internal Stress: Decision-State Probing in Multimodal Language Models",
     suites=("flip_sensitivity",),
+    questions={"flip_sensitivity": (
+        "2b", "does a generative model pick the right caption in both A/B orders, and how far does its "
+              "pre-answer state move under stress?")},
     fixtures="faithtests.protocols.s3e.fixtures",
     glossary="faithtests.protocols.s3e.terms:TERMS",
     data={

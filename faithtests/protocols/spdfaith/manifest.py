@@ -32,6 +32,8 @@ MANIFEST = Manifest(
     paper="SPD-Faith Bench: Diagnosing and Improving Faithfulness in Chain-of-Thought for Multimodal Large "
           "Language Models",
     suites=("difference_consistency",),
+    questions={"difference_consistency": ("5", "does it count and name the differences of an image pair "
+                                              "without contradicting itself?")},
     fixtures="faithtests.protocols.spdfaith.fixtures",
     glossary="faithtests.protocols.spdfaith.terms:TERMS",
     data={"spdfaith": DataName("any", "SPD-Faith-Bench JSONL file or folder")},

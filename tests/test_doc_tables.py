@@ -1,0 +1,58 @@
+"""The suites tables of the README and the docs are generated from the protocol manifests (issue 48): a
+bundled protocol declares its questions once (``Manifest.questions``) and its rows follow; a hand edit
+or a stale table fails here with the command that regenerates them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from faithtests.catalog import DOC_TABLES, WRITE_COMMAND, doc_tables, suites_table, write_docs
+from faithtests.protocols import manifests
+
+ROOT = Path(__file__).resolve().parents[1]
+SIXTH = replace(manifests()[0], name="winobias", title="WinoBias-V", suites=("bias_swap",),
+                questions={"bias_swap": ("6", "does the answer change when only a person's gender does?")})
+
+
+def test_the_tables_are_what_the_manifests_declare() -> None:
+    stale = [file for file, (now, want) in doc_tables(ROOT, manifests()).items() if now != want]
+    assert not stale, f"{stale}: suites table(s) not generated from the manifests; run {WRITE_COMMAND}"
+
+
+def test_every_suite_of_every_manifest_has_a_row() -> None:
+    readme = suites_table(manifests(), "README.md")
+    for m in manifests():
+        for suite in m.suites:
+            assert f"| `{suite}` |" in readme
+            assert f"[{m.title}](faithtests/protocols/{m.name}/README.md)" in readme
+
+
+def test_a_sixth_protocol_gets_its_rows_in_every_table(tmp_path: Path) -> None:
+    found = [*manifests(), SIXTH]
+    assert suites_table(found, "README.md").endswith(
+        "| `bias_swap` | does the answer change when only a person's gender does? | "
+        "[WinoBias-V](faithtests/protocols/winobias/README.md) |")
+    assert suites_table(found, "docs/suites.md").endswith(
+        "| 6 `bias_swap` | `suites/test_bias_swap.py` | [WinoBias-V](protocols/winobias.md) | does the "
+        "answer change when only a person's gender does? |")
+    for file in DOC_TABLES:  # written into a copy: the markers keep the text around the table
+        (tmp_path / file).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / file).write_text((ROOT / file).read_text(encoding="utf-8"), encoding="utf-8")
+    tables = doc_tables(tmp_path, found)
+    now, want = tables["docs/index.md"]
+    assert "[WinoBias-V](protocols/winobias.md) |\n<!-- end of suites table -->" in want
+    assert want.count("\n") == now.count("\n") + 1  # one row more, nothing else changed
+
+
+def test_a_suite_without_a_question_is_an_error() -> None:
+    silent = replace(SIXTH, questions={})
+    with pytest.raises(ValueError, match="protocol 'winobias' runs suite 'bias_swap' but its manifest "
+                                         "declares no question for it"):
+        suites_table([silent], "README.md")
+
+
+def test_write_docs_leaves_a_current_checkout_unchanged() -> None:
+    assert write_docs(ROOT) == []
