@@ -34,7 +34,6 @@ from faithtests.protocols.acbench.records import CONFLICT_SUBSETS, EMOTIONS, AcR
 from faithtests.protocols.acbench.results import (
     CATEGORIES,
     Boot,
-    Row,
     accuracy_rows,
     aligned,
     categories,
@@ -64,11 +63,6 @@ GATE_TOL = 1e-4
 
 #: The slice of the length-normalised label scoring (``AcData.normalised``): recorded, never gated.
 SCORING = "scoring=length_normalised"
-
-
-def _record(faith: Faith, rows: Sequence[Row]) -> None:
-    for r in rows:
-        faith.metric(r.name, r.value, ci=r.ci, n=r.n, higher_is_better=r.higher_is_better, slice=r.slice)
 
 
 def _normalised(faith: Faith, data: AcData) -> Answers | None:
@@ -120,7 +114,7 @@ def test_conflict_shares(
     assert rows, f"no conflict records in {acbench_data.dataset}"
     boot = Boot(ACBENCH_BOOTSTRAP, faith_seed)
     shares_all = share_rows(recs, ans, mode, boot)
-    _record(faith, shares_all)
+    faith.rows(shares_all)
     faith.outputs(shares_all[0].name, _outputs(recs, ans, rows, [bool(x) for x in onehot[:, 0]]),
                   slice=shares_all[0].slice)  # P_img on Q_conf: one row per conflict record
     by = subset_shares(recs, ans)
@@ -136,7 +130,7 @@ def test_conflict_shares(
     if (variant, mode) == CONSTRAINED:  # CECS and the constrained mode are recorded, gated by nothing
         norm = _normalised(faith, acbench_data)
         if norm is not None:
-            _record(faith, normalised_share_rows(recs, norm, boot, SCORING))
+            faith.rows(normalised_share_rows(recs, norm, boot, SCORING))
     if (variant, mode) == GATED:  # per subset: Tables 5 / 6 print P_img ("/=image") per subset
         for r in shares_all:
             if r.name == "P_img" and r.slice in CONFLICT_SUBSETS:
@@ -157,14 +151,14 @@ def test_text_bias_ratio(
     boot = Boot(ACBENCH_BOOTSTRAP, faith_seed)
     subsets = []
     for subset, row in tbr_rows(recs, ans, mode, boot):
-        _record(faith, [row])
+        faith.rows([row])
         subsets.append(subset)
         if row.value != row.value:  # NaN
             faith.invalid("TBR undefined (no answer matched y_img or y_txt)", 1, examples=[subset or "all"])
     if (variant, mode) == CONSTRAINED:
         norm = _normalised(faith, acbench_data)
         if norm is not None:
-            _record(faith, [normalised_tbr_row(recs, norm, boot, SCORING)])
+            faith.rows([normalised_tbr_row(recs, norm, boot, SCORING)])
     if (variant, mode) == GATED:  # per subset: Table 7 prints TBR per subset
         for subset in subsets:
             if subset in CONFLICT_SUBSETS:
@@ -186,7 +180,7 @@ def test_aligned_accuracy(
     hit = hits([ans.pred[i] for i in rows], [recs[i].image_emotion for i in rows])
     acc = accuracy_rows("aligned_acc", hit, [recs[i] for i in rows], mode,
                         Boot(ACBENCH_BOOTSTRAP, faith_seed))
-    _record(faith, acc)
+    faith.rows(acc)
     faith.outputs(acc[0].name, _outputs(recs, ans, rows, [bool(h) for h in hit]), slice=acc[0].slice)
     wrong = [i for i, h in zip(rows, hit, strict=True) if not h][:4]
     faith.exemplars([_exemplar(recs[i], ans, i, "wrong on an aligned record") for i in wrong])
@@ -207,12 +201,12 @@ def test_unimodal_baselines(faith: Faith, acbench_data: AcData, mode: str, faith
     answers = [images]
     if data.usable.images:
         hit = hits(images.pred, [r.image_emotion for r in data.usable.images])
-        _record(faith, accuracy_rows("image_only_acc", hit, data.usable.images, mode, boot))
+        faith.rows(accuracy_rows("image_only_acc", hit, data.usable.images, mode, boot))
     if data.records:
         text = data.baseline("text-only", mode)  # type: ignore[arg-type]
         answers.append(text)
         hit = hits(text.pred, [r.text_emotion for r in data.records])
-        _record(faith, accuracy_rows("text_only_acc", hit, data.records, mode, boot,
+        faith.rows(accuracy_rows("text_only_acc", hit, data.records, mode, boot,
                                      ("aligned", *CONFLICT_SUBSETS)))
     _record_invalid(faith, data, *answers)
     if mode == GATED[1]:  # a model blind to either signal has no preference to measure (App. C.1)
@@ -317,9 +311,9 @@ def test_cecs_intervention(faith: Faith, acbench_data: AcData, faith_seed: int) 
     s, bad, examples = data.score_run()
     for kind, count in sorted(bad.items()):
         faith.invalid(kind, count, total=len(recs), examples=examples[kind])
-    _record(faith, conflict_score_rows(recs, s))
+    faith.rows(conflict_score_rows(recs, s))
     base, cecs = data.answers("base", "constrained"), data.answers("cecs", "constrained")
-    _record(faith, cecs_delta_rows(recs, base, cecs, Boot(ACBENCH_BOOTSTRAP, faith_seed)))
+    faith.rows(cecs_delta_rows(recs, base, cecs, Boot(ACBENCH_BOOTSTRAP, faith_seed)))
 
 
 def _outputs(recs: Sequence[AcRecord], ans: Answers, rows: Sequence[int],

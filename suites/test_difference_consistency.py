@@ -33,7 +33,6 @@ from faithtests.protocols.spdfaith.metrics import layer_cosine_band, layer_cosin
 from faithtests.protocols.spdfaith.records import DIFFICULTIES, EDIT_TYPES
 from faithtests.protocols.spdfaith.results import (
     Boot,
-    Row,
     answered,
     counted,
     counts,
@@ -60,12 +59,6 @@ def _check_all(faith: Faith, checks: Sequence[tuple[str, str | None]]) -> None:
     fails: faithtests.scorecard.recording.Faith.settle)."""
     for name, where in checks:
         faith.check(name, slice=where)
-
-
-def _record(faith: Faith, rows: Sequence[Row]) -> None:
-    for r in rows:
-        faith.metric(r.name, r.value, ci=r.ci, n=r.n, higher_is_better=r.higher_is_better, slice=r.slice,
-                     per_item=r.per_item)
 
 
 def _record_invalid(faith: Faith, data: SpdData, *answers: Answers) -> None:
@@ -132,7 +125,7 @@ def test_symmetric_consistency(faith: Faith, spdfaith_data: SpdData, variant: st
     if not rows:
         fail_unscored(faith, "contradiction_rate")
     sym = symmetric(recs, ans, rows, Boot(SPD_BOOTSTRAP, faith_seed))
-    _record(faith, sym.metrics)
+    faith.rows(sym.metrics)
     faith.items("consistent",
                 {recs[i].item_id: not bool(c) for i, c in zip(rows, sym.contradiction, strict=True)})
     faith.outputs("contradiction_rate", _outputs(data, rows, [bool(c) for c in sym.contradiction], lambda i: {
@@ -160,7 +153,7 @@ def test_difference_count(faith: Faith, spdfaith_data: SpdData, variant: str, fa
     rows = counted(recs, ans, edited=True)
     assert rows, f"{data.dataset}: no edited pair got a count"
     res = counts(recs, ans, rows, Boot(SPD_BOOTSTRAP, faith_seed))
-    _record(faith, res.metrics)
+    faith.rows(res.metrics)
     faith.items("count_exact", {recs[i].item_id: bool(x) for i, x in zip(rows, res.exact, strict=True)})
     faith.outputs("DS_count", _outputs(data, rows, [bool(x) for x in res.exact],
                                        lambda i: {"count": int(ans.count[i]), "true count": recs[i].m}))
@@ -190,7 +183,7 @@ def test_difference_naming(faith: Faith, spdfaith_data: SpdData, variant: str, f
     res = naming(recs, ans, rows, Boot(SPD_BOOTSTRAP, faith_seed))
     # unparseable fragments stay in the claims as unmatched (they lower DRF) and are counted here
     faith.invalid(f"unparseable claim [{variant}, {judge}]", res.unparseable, total=res.claims)
-    _record(faith, res.metrics)
+    faith.rows(res.metrics)
     faith.items("claims_all_grounded",
                 {recs[i].item_id: bool(h.all()) for i, h in zip(rows, res.hits, strict=True) if h.size})
     scored = [j for j, x in enumerate(res.drf_item) if np.isfinite(x)]  # DRF's pairs: those with a claim
@@ -249,7 +242,7 @@ def test_sage_effect(faith: Faith, spdfaith_data: SpdData, faith_seed: int) -> N
     _record_invalid(faith, data, base, sage)
     deltas = sage_deltas(data.usable.records, base, sage, Boot(SPD_BOOTSTRAP, faith_seed))
     assert deltas, f"{data.dataset}: no pair answered under both variants"
-    _record(faith, deltas)
+    faith.rows(deltas)
 
 
 @pytest.mark.faith_diagnostic

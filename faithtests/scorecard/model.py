@@ -126,6 +126,21 @@ class ItemValues:
         return cls(values, dict(zip(ids, (names[int(j)] for j in d["clusters"]), strict=True)))
 
 
+@dataclass(frozen=True)
+class MetricRow:
+    """One result a protocol's pure function computes, with the arguments of ``Faith.metric`` (recorded
+    by :meth:`~faithtests.scorecard.recording.Faith.rows`). ``higher_is_better`` None: the metric's
+    glossary term says (declared once)."""
+
+    name: str
+    value: float
+    n: int
+    ci: tuple[float, float] | None = None
+    slice: str | None = None
+    higher_is_better: bool | None = None
+    per_item: ItemValues | None = None
+
+
 def _finite_or_none(x: float | None) -> float | None:
     if x is None:
         return None

@@ -1,6 +1,6 @@
 """Checking and converting what a suite hands the recorder (:mod:`faithtests.scorecard.recording`):
 numbers (NaN is undefined, inf an error or a broken model), CIs, counts, per-item values, thumbnails,
-and the message of a failed or insufficient check."""
+the message of a failed or insufficient check, and where a deferred check was made."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import io
 import json
 import math
 import os
+import sys
 from collections.abc import Mapping, Sequence
+from types import FrameType, TracebackType
 from typing import Any
 
 from faithtests.scorecard.gate_kinds import kind_word
@@ -158,3 +160,19 @@ def kind_text(r: MetricResult) -> str:
     if not word:
         return ""
     return f" ({word}: {r.gate_note})" if r.gate_note else f" ({word})"
+
+
+def call_site() -> TracebackType | None:
+    """The frames that called :meth:`Faith.check`, up to the test runner's, as a traceback: a deferred
+    failure raised when the test ends still shows where its check was made (``--tb=long`` prints the
+    test's source, as for a check that raised at once)."""
+    frames: list[FrameType] = []
+    frame: FrameType | None = sys._getframe(2)  # (0: here, 1: Faith.check)
+    runner = ("_pytest", "pluggy")
+    while frame is not None and not str(frame.f_globals.get("__name__", "")).startswith(runner):
+        frames.append(frame)
+        frame = frame.f_back
+    tb: TracebackType | None = None
+    for f in frames:  # innermost first: each outer frame's traceback points at the inner one
+        tb = TracebackType(tb, f, f.f_lasti, f.f_lineno)
+    return tb

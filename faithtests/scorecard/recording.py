@@ -10,10 +10,8 @@ one test can record several models/variants side by side.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from types import FrameType, TracebackType
 from typing import Any, Literal, cast
 
 from faithtests.scorecard.coverage import NONFINITE, coverage_problem, nonfinite_problem, short_of_data
@@ -27,6 +25,7 @@ from faithtests.scorecard.model import (
     InvalidCount,
     ItemValues,
     MetricResult,
+    MetricRow,
     Op,
     Plot,
     Series,
@@ -37,6 +36,7 @@ from faithtests.scorecard.model import FaithCheckFailed as FaithCheckFailed  # r
 from faithtests.scorecard.model import FaithInsufficient as FaithInsufficient
 from faithtests.scorecard.record_values import (
     THUMBNAIL_SIDE,
+    call_site,
     count,
     failure_message,
     finite,
@@ -68,21 +68,6 @@ def items_key(name: str, model: str = "", variant: str = "base") -> str:
     (``"flips | clip | base"``) so two models' items in one test never collide."""
     return name if (not model and variant == "base") else f"{name} | {model} | {variant}"
 
-
-def _call_site() -> TracebackType | None:
-    """The frames that called :meth:`Faith.check`, up to the test runner's, as a traceback: a deferred
-    failure raised when the test ends still shows where its check was made (``--tb=long`` prints the
-    test's source, as for a check that raised at once)."""
-    frames: list[FrameType] = []
-    frame: FrameType | None = sys._getframe(2)  # (0: here, 1: check)
-    runner = ("_pytest", "pluggy")
-    while frame is not None and not str(frame.f_globals.get("__name__", "")).startswith(runner):
-        frames.append(frame)
-        frame = frame.f_back
-    tb: TracebackType | None = None
-    for f in frames:  # innermost first: each outer frame's traceback points at the inner one
-        tb = TracebackType(tb, f, f.f_lasti, f.f_lineno)
-    return tb
 
 
 class Faith:
@@ -214,6 +199,11 @@ class Faith:
         self.record.results.append(result)
         return result
 
+    def rows(self, rows: Iterable[MetricRow]) -> list[MetricResult]:
+        """Record each of a protocol's :class:`MetricRow` results (its pure functions return them)."""
+        return [self.metric(r.name, r.value, ci=r.ci, n=r.n, higher_is_better=r.higher_is_better,
+                            slice=r.slice, per_item=r.per_item) for r in rows]
+
     def check(self, name: str, op: Op | None = None, threshold: float | None = None, *,
               slice: str | None = None, min_n: int | None = None, unit: str = "items") -> MetricResult:
         """Compare a recorded metric with its threshold, record the verdict, and assert.
@@ -249,7 +239,7 @@ class Faith:
         exc = FaithInsufficient(message) if r.insufficient else FaithCheckFailed(message)
         if not self.deferred:
             raise exc
-        self._unsettled.append(exc.with_traceback(_call_site()))
+        self._unsettled.append(exc.with_traceback(call_site()))
         return r
 
     def settle(self) -> None:

@@ -18,6 +18,7 @@ from faithtests.protocols.acbench.metrics import LssCurve, Shares, answer_catego
 from faithtests.protocols.acbench.records import CONFLICT_SUBSETS, AcRecord
 from faithtests.protocols.acbench.run import Answers
 from faithtests.protocols.acbench.steering import active_rows
+from faithtests.scorecard.model import MetricRow as Row  # one result row of a pure function
 from faithtests.stats import Boot
 
 FloatArray = NDArray[np.float64]
@@ -26,17 +27,6 @@ Groups = list[tuple[str | None, list[int]]]
 CATEGORIES = ("image", "text", "other")
 SHARES = (("P_img", True), ("P_txt", False), ("P_oth", False))  # (name, higher is better)
 
-
-@dataclass(frozen=True)
-class Row:
-    """One metric to record, with the arguments of ``Faith.metric``."""
-
-    name: str
-    value: float
-    n: int
-    ci: tuple[float, float] | None = None
-    slice: str | None = None
-    higher_is_better: bool | None = None  # None: the metric's glossary term says (declared once)
 
 
 def where(subset: str | None, mode: str) -> str | None:

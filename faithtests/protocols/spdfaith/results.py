@@ -28,6 +28,7 @@ from faithtests.protocols.spdfaith.metrics import (
 from faithtests.protocols.spdfaith.records import DIFFICULTIES, EDIT_TYPES, DiffRecord
 from faithtests.protocols.spdfaith.run import Answers
 from faithtests.scorecard.model import ItemValues
+from faithtests.scorecard.model import MetricRow as Row  # one result row of a pure function
 from faithtests.stats import Boot
 
 FloatArray = NDArray[np.float64]
@@ -36,18 +37,6 @@ Groups = list[tuple[str | None, list[int]]]
 #: answer is uncertain, not a claim. The contradiction rate (Table 2) reads every answer by its argmax.
 AMBIGUITY = 0.05
 
-
-@dataclass(frozen=True)
-class Row:
-    """One metric to record, with the arguments of ``Faith.metric``."""
-
-    name: str
-    value: float
-    n: int
-    ci: tuple[float, float] | None = None
-    slice: str | None = None
-    higher_is_better: bool | None = None  # None: the metric's glossary term says (declared once)
-    per_item: ItemValues | None = None
 
 
 def groups(recs: Sequence[DiffRecord], rows: Sequence[int]) -> Groups:
