@@ -4,26 +4,15 @@ verdict; then the counts, the items behind each regression and the item flips.""
 
 from __future__ import annotations
 
-from faithtests.reports.text_table import stdout_width, table
+from faithtests.reports.text_table import num, signed, stdout_width, table
 from faithtests.scorecard.baseline import Comparison, MetricDelta, test_label
-
-
-def _fmt(x: float | None) -> str:
-    if x is None:
-        return "—"
-    return f"{x:.4g}" if x != 0 and abs(x) < 1e-3 else f"{x:.3f}"
-
-
-def _fmt_delta(x: float | None) -> str:
-    return "—" if x is None else ("+" if x >= 0 else "") + _fmt(x)
-
 
 #: The columns that wrap when the table is wider than the output: all but the numbers and the direction.
 WRAPPED = (0, 1, 2, 3, 4, 8, 9, 10, 11)
 
 
 def _fmt_ci(ci: tuple[float, float] | None) -> str:
-    return "—" if ci is None else f"[{_fmt_delta(ci[0])}, {_fmt_delta(ci[1])}]"
+    return "—" if ci is None else f"[{signed(ci[0])}, {signed(ci[1])}]"
 
 
 def _fmt_paired(d: MetricDelta) -> str:
@@ -44,9 +33,9 @@ def _comparison_row(d: MetricDelta) -> list[str]:
         d.label,
         d.model,
         d.variant,
-        _fmt(d.baseline),
-        _fmt(d.current),
-        _fmt_delta(d.delta),
+        num(d.baseline),
+        num(d.current),
+        signed(d.delta),
         _fmt_ci(d.delta_ci),
         d.basis if d.delta_ci is not None else "—",
         _fmt_paired(d),

@@ -32,11 +32,11 @@ from faithtests.reports.history_text import (
     delta_text,
     format_history,
     history_csv,
-    num,
     run_names,
     value_text,
 )
 from faithtests.reports.history_trends import History, Trend, build_history
+from faithtests.reports.text_table import num
 from faithtests.scorecard.baseline import Tolerance
 from faithtests.scorecard.history_run import order_key, run_label, unique_labels
 from faithtests.scorecard.model import MetricResult

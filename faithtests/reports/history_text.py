@@ -9,6 +9,7 @@ import io
 from collections.abc import Sequence
 
 from faithtests.reports.history_trends import History, Trend
+from faithtests.reports.text_table import num, signed
 from faithtests.scorecard.baseline import MetricDelta, test_label
 from faithtests.scorecard.model import MetricResult
 
@@ -16,16 +17,6 @@ CSV_COLUMNS = ("run_index", "run", "step", "started", "source", "suite", "test",
                "metric", "slice", "value", "ci_lo", "ci_hi", "n", "higher_is_better", "op", "threshold",
                "verdict", "vs_run", "delta", "delta_ci_lo", "delta_ci_hi", "basis", "status",
                "first_failed", "first_regression")
-
-
-def num(x: float | None) -> str:
-    if x is None:
-        return "—"
-    return f"{x:.4g}" if x != 0 and abs(x) < 1e-3 else f"{x:.3f}"
-
-
-def signed(x: float | None) -> str:
-    return "—" if x is None else ("+" if x >= 0 else "") + num(x)
 
 
 def value_text(p: MetricResult | None) -> str:

@@ -132,3 +132,16 @@ def fit_lines(lines: Iterable[str], width: int, indent: str = "    ") -> list[st
         out += textwrap.wrap(line, width, initial_indent="", subsequent_indent=lead + indent,
                              break_long_words=False, break_on_hyphens=False, drop_whitespace=True) or [line]
     return out
+
+
+def num(x: float | None) -> str:
+    """A value as the terminal tables print it: 3 decimals, 4 significant digits under 1e-3, "—" when
+    undefined."""
+    if x is None:
+        return "—"
+    return f"{x:.4g}" if x != 0 and abs(x) < 1e-3 else f"{x:.3f}"
+
+
+def signed(x: float | None) -> str:
+    """:func:`num` with its sign (a delta)."""
+    return "—" if x is None else ("+" if x >= 0 else "") + num(x)
