@@ -33,7 +33,7 @@ from faithtests.protocols.imavb.fixtures import PREMISE_BOOTSTRAP, PREMISE_VARIA
 from faithtests.protocols.imavb.metrics import (
     SplitScores,
     answers,
-    correct,
+    majority_share,
     modality_gap,
     per_order_accuracy,
     rejection_rates,
@@ -59,6 +59,7 @@ from faithtests.protocols.imavb.results import (
     a1_correct,
     eval_splits,
     item_correct,
+    mis_rejection,
     pgla_delta,
     rejection_gap,
     run_scores,
@@ -335,10 +336,10 @@ def test_representation_action_gap(faith: Faith, premise_data: PremiseData, fait
                     1,
                     examples=[f"Ridge W spans {max(r.removed_dims)} of {r.hidden_dims} hidden dims"],
                 )
-    faith.metric("behaviour_mis_rejection", _mis_rejection(run, rows), n=int(y.sum()))
+    faith.metric("behaviour_mis_rejection", mis_rejection(run, rows), n=int(y.sum()))
     # std_v vs mis_v, one of each per stimulus: balanced 1:1 within modality like Table 16's "Original"
     # column (Table 3's 1:2 cross-modal probe is another quantity); chance is the majority share
-    chance = max(float(y.mean()), 1.0 - float(y.mean()))
+    chance = majority_share(y)
     faith.metric("probe_misleading_share", float(y.mean()), n=len(y), higher_is_better=False)
     nested = nested_peak(states, y, stim, folds, seed=faith_seed)
     assert nested.predictions is not None
@@ -359,13 +360,6 @@ def test_representation_action_gap(faith: Faith, premise_data: PremiseData, fait
     )
     _record_lens(faith, premise_data, layers)
     faith.check("probe_margin")
-
-
-def _mis_rejection(run: ChoiceRun, rows: np.ndarray) -> float:
-    """Share of the misleading rows among ``rows`` answered with their rejection option (over shuffles)."""
-    mis = np.array([run.records[int(i)].misleading for i in rows], dtype=bool)
-    gold = np.array([run.records[int(i)].correct_index for i in rows])
-    return float(correct(answers(run.logits[rows][mis][:, 1:]), gold[mis]).mean())
 
 
 def _record_lens(faith: Faith, data: PremiseData, layers: list[float | str]) -> None:
@@ -417,10 +411,10 @@ def test_probe_asymmetry(faith: Faith, premise_data: PremiseData, faith_seed: in
         faith.metric("l_star", float(layer), n=len(y), slice=where)
         tfidf = tfidf_baseline([r.question for r in recs], y, folds, seed=faith_seed).accuracy
         faith.metric("text_tfidf_acc", tfidf, n=len(y), slice=where)
-        chance = max(float(y.mean()), 1.0 - float(y.mean()))
+        chance = majority_share(y)
         margin = probe_margin(accs, {"TF-IDF": tfidf}, chance)
         faith.metric("probe_margin", margin, n=len(y), slice=f"{where}, {IN_SAMPLE}")
-        faith.metric("behaviour_mis_rejection", _mis_rejection(run, rows), n=int(y.sum()), slice=where)
+        faith.metric("behaviour_mis_rejection", mis_rejection(run, rows), n=int(y.sum()), slice=where)
     gap = modality_gap(*hits["vision"], *hits["audio"], n_resamples=PREMISE_BOOTSTRAP, seed=faith_seed)
     _record_empty(faith, gap.empty_resamples, "probe asymmetry")
     faith.metric("probe_asymmetry", gap.gap, ci=gap.ci, n=gap.n_vision + gap.n_audio, higher_is_better=False)

@@ -51,6 +51,16 @@ def correct(ans: ArrayLike, gold: ArrayLike) -> NDArray[np.bool_]:
     return np.asarray(a == g, dtype=np.bool_)
 
 
+def majority_share(labels: ArrayLike) -> float:
+    """Chance for a probe of binary ``labels``: the accuracy of always answering the majority class,
+    max(p, 1 - p) with p the share of 1s (the bar a probe's margin is measured from, App. L)."""
+    y = np.asarray(labels, dtype=np.float64)
+    if y.size == 0:
+        raise ValueError("majority_share: no labels")
+    p = float(y.mean())
+    return max(p, 1.0 - p)
+
+
 def balanced_accuracy(
     std_v: float, mis_v: float, std_a: float | None = None, mis_a: float | None = None
 ) -> float:

@@ -131,3 +131,12 @@ def rejection_gap(run: ChoiceRun, kind: str, *, n_resamples: int, seed: int,
     values = np.array(list(diffs.values()), dtype=np.float64)
     ci = cluster_bootstrap_ci(values, list(diffs), n_resamples=n_resamples, seed=seed)
     return RejectionGap(float(values.mean()), (float(ci[0]), float(ci[1])), len(values))
+
+
+def mis_rejection(run: ChoiceRun, rows: NDArray[np.int64]) -> float:
+    """Share of the misleading rows among ``rows`` answered with their rejection option, over the
+    shuffled orders (column 0, the fixed order, left out as the shuffled accuracies leave it): the
+    behaviour a probe on the same rows is compared with."""
+    mis = np.array([run.records[int(i)].misleading for i in rows], dtype=bool)
+    gold = np.array([run.records[int(i)].correct_index for i in rows])
+    return float(correct(answers(run.logits[rows][mis][:, 1:]), gold[mis]).mean())

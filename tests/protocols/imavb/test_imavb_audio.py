@@ -19,10 +19,10 @@ from faithtests.models.interfaces import Audio, Decision, Hooks, Prompt
 from faithtests.protocols import load_suite_thresholds
 from faithtests.protocols.imavb.audio_stimuli import CLIP_FPS, CLIP_FRAMES, clip_items, clip_records
 from faithtests.protocols.imavb.fixtures import AUDIO_NOT_APPLICABLE, NO_SOUNDTRACK, runnable
-from faithtests.protocols.imavb.metrics import answers, correct, modality_gap, split_scores
+from faithtests.protocols.imavb.metrics import answers, correct, majority_share, modality_gap, split_scores
 from faithtests.protocols.imavb.prompts import a1_text, make_prompt, trim_audio
 from faithtests.protocols.imavb.records import OPTION_F, PremiseRecord, modality
-from faithtests.protocols.imavb.results import rejection_gap
+from faithtests.protocols.imavb.results import mis_rejection, rejection_gap
 from faithtests.protocols.imavb.run import (
     AUDIO_PAST_WINDOW,
     CLIP_NOT_APPLICABLE,
@@ -291,6 +291,31 @@ def test_rejection_gap_by_hand() -> None:
     speech = rejection_gap(run, "audio", n_resamples=200, seed=0, subcategories=("speech_tone",))
     assert speech is not None and speech.value == 0.0 and speech.n == 1
     assert rejection_gap(run, "audio", n_resamples=200, seed=0, subcategories=("speech_content",)) is None
+
+
+def test_mis_rejection_and_chance_by_hand() -> None:
+    """behaviour_mis_rejection: the share of (misleading record, shuffled order) answers that pick the
+    record's rejection option. Two clips, four misleading records (mis_v and mis_a each), shuffles 1-3:
+    clip 0's mis_a answers F in 3 of 3, clip 1's in 1 of 3, the vision ones never answer E (A, then
+    the fixed order's F is left out): (3 + 1 + 0 + 0) / 12 = 1/3. The standard records are not counted.
+    Chance for a probe's labels [1, 0, 0, 1, 1] is the majority share, 3/5; [0, 1] gives 1/2."""
+    recs = _clips(2)
+    stims = sorted({r.stimulus_id for r in recs})
+    rejected = {(0, "misleading_audio"): 3, (1, "misleading_audio"): 1, (0, "standard_audio"): 2}
+    logits = np.zeros((len(recs), 4, 6))
+    for i, r in enumerate(recs):
+        logits[i, :, 0] = 1.0
+        logits[i, 0, :] = [0, 0, 0, 0, 0, 1.0]
+        for k in range(rejected.get((stims.index(r.stimulus_id), r.split), 0)):
+            logits[i, 1 + k] = [0, 0, 0, 0, 0, 1.0]
+    run = ChoiceRun(recs, ("fixed", 0, 1, 2), logits, np.zeros((len(recs), 4, 6), np.int64), None)
+    assert sum(r.misleading for r in recs) == 4
+    assert mis_rejection(run, np.arange(len(recs))) == pytest.approx(1 / 3)
+    audio_only = np.array([i for i, r in enumerate(recs) if r.split == "misleading_audio"])
+    assert mis_rejection(run, audio_only) == pytest.approx(4 / 6)
+    assert majority_share([1, 0, 0, 1, 1]) == pytest.approx(0.6) and majority_share([0, 1]) == 0.5
+    with pytest.raises(ValueError, match="no labels"):
+        majority_share([])
 
 
 def _at_length(recs: Sequence[PremiseRecord], seconds: int) -> list[PremiseRecord]:
