@@ -92,13 +92,14 @@ def reports(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
         pytest.fail("CI=true and FAITH_SCREENSHOT_REPORTS unset: .ci/run makes the real runs before the "
                     "library tests and names them there")
     tmp = tmp_path_factory.mktemp("reports")
+    # every run with the session's output cache, as .ci/run's main job runs with its own: the history's
+    # runs after the first, and rows other tests computed, are served (the bytes the model computes)
+    cache = env_cache_args()
     runs = [_pytest_run(tmp / f"history-{s}", HISTORY_SUITE, "--faith-limit", HISTORY_LIMIT, "--faith-seed",
-                        str(s), "--faith-run-name", "ci-history", "--faith-step", str(s))
+                        str(s), "--faith-run-name", "ci-history", "--faith-step", str(s), *cache)
             for s in range(1, 5)]
-    # the default run with the session's output cache, as .ci/run's main job runs with its own
-    return {"default": _pytest_run(tmp / "default", "suites/", "--faith-limit", DEFAULT_LIMIT,
-                                   *env_cache_args()),
-            "failing": _pytest_run(tmp / "failing", "suites/", *QUICK, *FAILING),
+    return {"default": _pytest_run(tmp / "default", "suites/", "--faith-limit", DEFAULT_LIMIT, *cache),
+            "failing": _pytest_run(tmp / "failing", "suites/", *QUICK, *FAILING, *cache),
             "history": _history(tmp / "history.html", runs)}
 
 
