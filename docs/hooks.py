@@ -1,6 +1,7 @@
 """MkDocs hooks of the docs site (``hooks:`` in ``mkdocs.yml``): pages kept elsewhere, generated text.
 
-- Each protocol's ``faithtests/protocols/<name>/README.md`` is the site's page ``protocols/<name>.md`` and
+- Each protocol's ``faithtests/protocols/<name>/README.md`` is the site's page ``protocols/<name>.md``
+  (its nav entry made from its manifest: :func:`protocol_nav`) and
   ``fixtures/README.md`` (the model cards) is ``reference-models.md``: added as generated files, so there
   is one copy of each, kept beside the code it describes.
 - The marker ``<!-- faith:options -->`` becomes the options reference, generated from the declared
@@ -79,6 +80,25 @@ def render_markers(markdown: str) -> str:
     if DATA_MARKER in markdown:
         markdown = markdown.replace(DATA_MARKER, data_markdown())
     return markdown
+
+
+def protocol_nav() -> list[dict[str, str]]:
+    """The nav entries of the protocol pages, from the manifests: ``TITLE (suites 1, 2a)``, in the order
+    of each protocol's first suite number (a bundled protocol's page joins the nav with no edit here)."""
+    entries = []
+    for m in manifests():
+        numbers = sorted(n for n, _ in m.questions.values())
+        label = f"{m.title} (suite{'s' if len(numbers) > 1 else ''} {', '.join(numbers)})"
+        entries.append((numbers[0] if numbers else "~", m.name, {label: f"protocols/{m.name}.md"}))
+    return [entry for *_, entry in sorted(entries)]
+
+
+def on_config(config: Any) -> Any:
+    """The ``Protocols`` section of the nav: its hand-written pages, then :func:`protocol_nav`."""
+    for section in config["nav"]:
+        if isinstance(section, dict) and "Protocols" in section:
+            section["Protocols"] = [*section["Protocols"], *protocol_nav()]
+    return config
 
 
 def on_files(files: Files, config: Any) -> Files:

@@ -56,3 +56,21 @@ def test_a_suite_without_a_question_is_an_error() -> None:
 
 def test_write_docs_leaves_a_current_checkout_unchanged() -> None:
     assert write_docs(ROOT) == []
+
+
+def test_the_site_nav_lists_each_protocol_page_from_its_manifest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/hooks.py appends the protocol pages to the nav's Protocols section, named from the manifests
+    in the order of their first suite number; mkdocs.yml names none of them."""
+    from test_readme_options import docs_hooks
+
+    hooks = docs_hooks()
+    assert hooks.protocol_nav() == [
+        {"LGIP (suites 1, 2a)": "protocols/lgip.md"}, {"S3E (suite 2b)": "protocols/s3e.md"},
+        {"IMAVB (suite 3)": "protocols/imavb.md"}, {"AC-Bench (suite 4)": "protocols/acbench.md"},
+        {"SPD-Faith (suite 5)": "protocols/spdfaith.md"}]
+    assert "protocols/" not in (ROOT / "mkdocs.yml").read_text(encoding="utf-8").split("nav:")[1]
+    monkeypatch.setattr(hooks, "manifests", lambda: (*manifests(), SIXTH))
+    config = {"nav": [{"Home": "index.md"}, {"Protocols": [{"The suites": "suites.md"}]}]}
+    protocols = hooks.on_config(config)["nav"][1]["Protocols"]
+    assert protocols[0] == {"The suites": "suites.md"} and protocols[-1] == {
+        "WinoBias-V (suite 6)": "protocols/winobias.md"}
