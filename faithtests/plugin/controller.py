@@ -18,12 +18,10 @@ import pytest
 
 from faithtests.config import foreign_option
 from faithtests.config import settings as protocol_settings
-from faithtests.manifest import glossary_terms
 from faithtests.plugin import lifecycle, shard
 from faithtests.plugin.item_keys import wants_record
 from faithtests.plugin.lifecycle import EXIT_STATUS, ReportLock, final_notes, missing_message, none_selected
-from faithtests.plugin.options import FAITH_THRESHOLDS, FaithOptions, get_options
-from faithtests.protocols import manifests
+from faithtests.plugin.options import FAITH_TERMS, FAITH_THRESHOLDS, FaithOptions, get_options
 from faithtests.reports.summary import summary_lines
 from faithtests.reports.text_table import output_width
 from faithtests.scorecard.baseline import Comparison, MetricDelta, compare
@@ -34,7 +32,7 @@ from faithtests.scorecard.fingerprint import (
     now_iso,
     thresholds_digest,
 )
-from faithtests.scorecard.glossary import GlossaryError, for_recorded, undefined_note
+from faithtests.scorecard.glossary import for_recorded, undefined_note
 from faithtests.scorecard.history_run import run_record
 from faithtests.scorecard.model import TestRecord, test_key
 from faithtests.scorecard.scorecard import Scorecard, atomic_write_text, write_scorecard
@@ -237,13 +235,10 @@ class Controller:
             self._update_baseline(sc, path, session, complete=status == "complete")
 
     def _glossary(self, sc: Scorecard) -> None:
-        """The definitions of the recorded metrics (each protocol's glossary); a metric none defines is
-        "undefined" in the JSON and named in a note, never left out silently."""
-        try:
-            terms = glossary_terms(manifests())
-        except GlossaryError as exc:
-            self.notes.append(f"ERROR: metric glossary: {exc}")
-            terms = {}
+        """The definitions of the recorded metrics (each protocol's glossary, loaded once at configure,
+        where a broken one is a usage error); a metric none defines is "undefined" in the JSON and named
+        in a note, never left out silently."""
+        terms = self.config.stash[FAITH_TERMS]
         sc.glossary, missing = for_recorded((r.metric for r in sc.results), terms)
         if missing:
             self.notes.append(undefined_note(missing))
