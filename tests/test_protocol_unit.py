@@ -145,6 +145,9 @@ BROKEN = {  # what a third-party manifest gets wrong -> the words of its own mes
                   "data name 'imavb' is declared twice"),
     "import": ("import pytest\n", "import pytest\nimport no_such_module_anywhere\n",
                "No module named 'no_such_module_anywhere'"),
+    # the glossary declares each metric's direction, read when the run starts: a broken one would stop it
+    "glossary": ("bootstrap=100,", 'bootstrap=100, glossary="tinyproto.no_terms:TERMS",',
+                 "glossary 'tinyproto.no_terms:TERMS' cannot be loaded"),
 }
 
 

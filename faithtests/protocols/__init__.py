@@ -39,7 +39,8 @@ def _registered(accepted: list[Manifest]) -> tuple[list[Manifest], list[str]]:
     """Manifests of other distributions (entry-point group ``faithtests.protocols``), sorted by name,
     each checked against those accepted before it; an entry may name the ``Manifest`` or a module
     defining ``MANIFEST``. A broken one (it does not import, is no Manifest, reuses a protocol, data or
-    option name, reads an unknown shared name, or names a fixtures module that is not there) is left
+    option name, reads an unknown shared name, has a glossary that does not load or redefines a term,
+    or names a fixtures module that is not there) is left
     out with its own message: it disables itself, never faithtests nor another project's pytest in the
     same environment (issue 46)."""
     out: list[Manifest] = []
@@ -51,6 +52,7 @@ def _registered(accepted: list[Manifest]) -> tuple[list[Manifest], list[str]]:
             if not isinstance(manifest, Manifest):
                 raise ManifestError(f"it is a {type(manifest).__name__}, not a Manifest")
             check_manifests([*accepted, *out, manifest])
+            glossary_terms([*accepted, *out, manifest])  # it loads, and redefines no term of another
             if importlib.util.find_spec(manifest.fixtures) is None:
                 raise ManifestError(f"its fixtures module {manifest.fixtures!r} is not installed")
         except Exception as exc:  # a third party's bug of any kind: reported, never raised
