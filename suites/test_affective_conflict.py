@@ -114,7 +114,7 @@ def test_conflict_shares(
     assert rows, f"no conflict records in {acbench_data.dataset}"
     boot = Boot(ACBENCH_BOOTSTRAP, faith_seed)
     shares_all = share_rows(recs, ans, mode, boot)
-    faith.rows(shares_all)
+    faith.rows(shares_all, gate=(variant, mode) == GATED)  # gated: P_img per subset (Tables 5 / 6)
     faith.outputs(shares_all[0].name, _outputs(recs, ans, rows, [bool(x) for x in onehot[:, 0]]),
                   slice=shares_all[0].slice)  # P_img on Q_conf: one row per conflict record
     by = subset_shares(recs, ans)
@@ -131,10 +131,6 @@ def test_conflict_shares(
         norm = _normalised(faith, acbench_data)
         if norm is not None:
             faith.rows(normalised_share_rows(recs, norm, boot, SCORING))
-    if (variant, mode) == GATED:  # per subset: Tables 5 / 6 print P_img ("/=image") per subset
-        for r in shares_all:
-            if r.name == "P_img" and r.slice in CONFLICT_SUBSETS:
-                faith.check("P_img", slice=r.slice)
 
 
 @pytest.mark.parametrize("variant", diagnostic_params(ACBENCH_VARIANTS, gated=GATED))
@@ -149,20 +145,14 @@ def test_text_bias_ratio(
     _record_invalid(faith, acbench_data, ans)
     assert categories(recs, ans)[0], f"no conflict records in {acbench_data.dataset}"
     boot = Boot(ACBENCH_BOOTSTRAP, faith_seed)
-    subsets = []
     for subset, row in tbr_rows(recs, ans, mode, boot):
-        faith.rows([row])
-        subsets.append(subset)
+        faith.rows([row], gate=(variant, mode) == GATED)  # gated: TBR per subset (Table 7)
         if row.value != row.value:  # NaN
             faith.invalid("TBR undefined (no answer matched y_img or y_txt)", 1, examples=[subset or "all"])
     if (variant, mode) == CONSTRAINED:
         norm = _normalised(faith, acbench_data)
         if norm is not None:
             faith.rows([normalised_tbr_row(recs, norm, boot, SCORING)])
-    if (variant, mode) == GATED:  # per subset: Table 7 prints TBR per subset
-        for subset in subsets:
-            if subset in CONFLICT_SUBSETS:
-                faith.check("TBR", slice=subset)
 
 
 @pytest.mark.parametrize("variant", diagnostic_params(ACBENCH_VARIANTS, gated=GATED))
@@ -180,12 +170,10 @@ def test_aligned_accuracy(
     hit = hits([ans.pred[i] for i in rows], [recs[i].image_emotion for i in rows])
     acc = accuracy_rows("aligned_acc", hit, [recs[i] for i in rows], mode,
                         Boot(ACBENCH_BOOTSTRAP, faith_seed))
-    faith.rows(acc)
+    faith.rows(acc, gate=(variant, mode) == GATED)
     faith.outputs(acc[0].name, _outputs(recs, ans, rows, [bool(h) for h in hit]), slice=acc[0].slice)
     wrong = [i for i, h in zip(rows, hit, strict=True) if not h][:4]
     faith.exemplars([_exemplar(recs[i], ans, i, "wrong on an aligned record") for i in wrong])
-    if (variant, mode) == GATED:
-        faith.check("aligned_acc")
 
 
 @pytest.mark.parametrize("mode", diagnostic_params(ANSWER_MODES, gated=GATED))
@@ -199,21 +187,17 @@ def test_unimodal_baselines(faith: Faith, acbench_data: AcData, mode: str, faith
     boot = Boot(ACBENCH_BOOTSTRAP, faith_seed)
     images = data.baseline("image-only", mode)  # type: ignore[arg-type]
     answers = [images]
+    gated = mode == GATED[1]  # a model blind to either signal has no preference to measure (App. C.1)
     if data.usable.images:
         hit = hits(images.pred, [r.image_emotion for r in data.usable.images])
-        faith.rows(accuracy_rows("image_only_acc", hit, data.usable.images, mode, boot))
+        faith.rows(accuracy_rows("image_only_acc", hit, data.usable.images, mode, boot), gate=gated)
     if data.records:
         text = data.baseline("text-only", mode)  # type: ignore[arg-type]
         answers.append(text)
         hit = hits(text.pred, [r.text_emotion for r in data.records])
         faith.rows(accuracy_rows("text_only_acc", hit, data.records, mode, boot,
-                                     ("aligned", *CONFLICT_SUBSETS)))
+                                 ("aligned", *CONFLICT_SUBSETS)), gate=gated)
     _record_invalid(faith, data, *answers)
-    if mode == GATED[1]:  # a model blind to either signal has no preference to measure (App. C.1)
-        if data.usable.images:
-            faith.check("image_only_acc")
-        if data.records:
-            faith.check("text_only_acc")
     assert data.usable.images or data.records, f"{data.dataset}: nothing to run"
 
 

@@ -11,7 +11,8 @@ symmetric verdicts; DQR, DS_count (Eqs. 8-9) and the public code's n/m (``DQR_co
 TF1, CF1 (Eqs. 10-11), the public code's CF1 (``CF1_code``) and DRF (Eq. 15) from the claims; per-layer
 cos(h_same, h_diff) of the pre-answer states (App. D.3). CIs: percentile bootstrap over original images.
 SAGE (§5.1, App. E) is the variant ``sage``: recorded beside ``base`` with paired deltas, gated by
-nothing. Gates (base; suites/thresholds.toml says the kind and the paper row or floor of each):
+nothing. Gates (base; the rows results.py marks ``gated``; suites/thresholds.toml says the kind
+and the paper row or floor of each):
 contradiction rate (<=) per single-difference difficulty, DS_exist (>=) on the multi-difference pairs,
 false_alarm_rate (<=) on the identical pairs, DS_count (>=; and on the multi-difference pairs), DRF (>=) on
 the multi-difference pairs. Every gate of a test is checked before the test fails, so the scorecard shows
@@ -30,7 +31,7 @@ from faithtests.protocols.spdfaith.figures import edits_text, outlined
 from faithtests.protocols.spdfaith.fixtures import SPD_BOOTSTRAP, SpdData
 from faithtests.protocols.spdfaith.judge import Judgement
 from faithtests.protocols.spdfaith.metrics import layer_cosine_band, layer_cosines, verdict_labels
-from faithtests.protocols.spdfaith.records import DIFFICULTIES, EDIT_TYPES
+from faithtests.protocols.spdfaith.records import EDIT_TYPES
 from faithtests.protocols.spdfaith.results import (
     Boot,
     answered,
@@ -47,18 +48,7 @@ from faithtests.scorecard.model import Series
 from faithtests.scorecard.recording import Faith
 
 pytestmark = pytest.mark.suite("difference_consistency")
-GATED = "base"
-#: The slice of each multi-difference gate (Table 3 reports the multi-difference subset, §3.3 RQ2).
-MULTI = "subset=multi"
-#: The identical-pair control (§3): gated by a floor (suites/thresholds.toml).
-IDENTICAL = "subset=identical"
-
-
-def _check_all(faith: Faith, checks: Sequence[tuple[str, str | None]]) -> None:
-    """Check every (metric, slice) that was recorded (the recorder judges them all before the test
-    fails: faithtests.scorecard.recording.Faith.settle)."""
-    for name, where in checks:
-        faith.check(name, slice=where)
+GATED = "base"  # the variant whose gated rows (results.py: Row.gated) are checked
 
 
 def _record_invalid(faith: Faith, data: SpdData, *answers: Answers) -> None:
@@ -105,10 +95,6 @@ def _contradiction_exemplar(data: SpdData, ans: Answers, i: int) -> dict[str, ob
                       "P(Yes | different?)": float(ans.p_yes_diff[i])})
 
 
-def _has_multi(data: SpdData, rows: Sequence[int]) -> bool:
-    return any(data.usable.records[i].subset == "multi" for i in rows)
-
-
 @pytest.mark.parametrize("variant", diagnostic_params(VARIANTS, gated=(GATED,)))
 def test_symmetric_consistency(faith: Faith, spdfaith_data: SpdData, variant: str, faith_seed: int) -> None:
     """Contradiction rate (Yes to both or No to both, Table 2 / Fig. 11), gated per difficulty of the
@@ -125,21 +111,13 @@ def test_symmetric_consistency(faith: Faith, spdfaith_data: SpdData, variant: st
     if not rows:
         fail_unscored(faith, "contradiction_rate")
     sym = symmetric(recs, ans, rows, Boot(SPD_BOOTSTRAP, faith_seed))
-    faith.rows(sym.metrics)
+    faith.rows(sym.metrics, gate=variant == GATED)  # contradictions per difficulty, DS_exist, false alarms
     faith.items("consistent",
                 {recs[i].item_id: not bool(c) for i, c in zip(rows, sym.contradiction, strict=True)})
     faith.outputs("contradiction_rate", _outputs(data, rows, [bool(c) for c in sym.contradiction], lambda i: {
         "P(Yes | same?)": float(ans.p_yes_same[i]), "P(Yes | different?)": float(ans.p_yes_diff[i])}))
     faith.exemplars([_contradiction_exemplar(data, ans, rows[j])
                      for j in np.flatnonzero(sym.contradiction)[:4]])
-    if variant == GATED:
-        levels = {f"difficulty={d}" for d in DIFFICULTIES}
-        gates = [("contradiction_rate", w) for w, _ in groups(recs, rows) if w in levels]
-        if _has_multi(data, rows):
-            gates.append(("DS_exist", MULTI))
-        if any(recs[i].subset == "identical" for i in rows):
-            gates.append(("false_alarm_rate", IDENTICAL))
-        _check_all(faith, gates)  # data without difficulty labels or multi pairs: recorded, not gated
 
 
 @pytest.mark.parametrize("variant", diagnostic_params(VARIANTS, gated=(GATED,)))
@@ -153,7 +131,7 @@ def test_difference_count(faith: Faith, spdfaith_data: SpdData, variant: str, fa
     rows = counted(recs, ans, edited=True)
     assert rows, f"{data.dataset}: no edited pair got a count"
     res = counts(recs, ans, rows, Boot(SPD_BOOTSTRAP, faith_seed))
-    faith.rows(res.metrics)
+    faith.rows(res.metrics, gate=variant == GATED)  # DS_count, and on the multi-difference pairs
     faith.items("count_exact", {recs[i].item_id: bool(x) for i, x in zip(rows, res.exact, strict=True)})
     faith.outputs("DS_count", _outputs(data, rows, [bool(x) for x in res.exact],
                                        lambda i: {"count": int(ans.count[i]), "true count": recs[i].m}))
@@ -161,8 +139,6 @@ def test_difference_count(faith: Faith, spdfaith_data: SpdData, variant: str, fa
     faith.exemplars([_exemplar(data, i, "miscounted the differences",
                                {"model's count": str(int(ans.count[i])), "true count": str(recs[i].m)})
                      for i in wrong])
-    if variant == GATED:
-        _check_all(faith, [("DS_count", None), *([("DS_count", MULTI)] if _has_multi(data, rows) else [])])
 
 
 @pytest.mark.parametrize("variant", diagnostic_params(VARIANTS, gated=(GATED,)))
@@ -183,7 +159,7 @@ def test_difference_naming(faith: Faith, spdfaith_data: SpdData, variant: str, f
     res = naming(recs, ans, rows, Boot(SPD_BOOTSTRAP, faith_seed))
     # unparseable fragments stay in the claims as unmatched (they lower DRF) and are counted here
     faith.invalid(f"unparseable claim [{variant}, {judge}]", res.unparseable, total=res.claims)
-    faith.rows(res.metrics)
+    faith.rows(res.metrics, gate=variant == GATED)  # DRF on the multi-difference pairs (Table 3)
     faith.items("claims_all_grounded",
                 {recs[i].item_id: bool(h.all()) for i, h in zip(rows, res.hits, strict=True) if h.size})
     scored = [j for j, x in enumerate(res.drf_item) if np.isfinite(x)]  # DRF's pairs: those with a claim
@@ -195,9 +171,6 @@ def test_difference_naming(faith: Faith, spdfaith_data: SpdData, variant: str, f
                                {"prompt count": str(int(ans.count[i])), "reply": ans.replies[i] or "",
                                 "unmatched claims": _unmatched(ans.judgements[i])})
                      for i in shown])
-    if variant == GATED and _has_multi(data, [i for i, x in zip(rows, res.drf_item, strict=True)
-                                              if np.isfinite(x)]):
-        faith.check("DRF", slice=f"{MULTI}, {judge}")  # Table 3's subset; without multi pairs, recorded
 
 
 @pytest.mark.faith_diagnostic

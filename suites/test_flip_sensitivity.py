@@ -10,8 +10,8 @@ default (slices ``bin=weak`` ..., and ``bin=weak,type=color`` ... for the make-u
 ``--faith-lgip-bins paper`` the public script's Table 5 bins (``paper_bin=weak`` ...) or ``pooled``
 (``pooled_bin=weak`` ...); see ``faithtests/protocols/lgip/strength.py``. SugarCrepe (positive, hard
 negative) pairs are flips too: their PR equals SugarCrepe's text accuracy. The numbers come from
-``faithtests/protocols/lgip/results.py`` (2a) and ``faithtests/protocols/s3e/metrics.py`` (2b); this file
-records and checks them.
+``faithtests/protocols/lgip/results.py`` (2a) and ``faithtests/protocols/s3e/results.py`` (2b), which
+also say which of them are gates; this file records them.
 """
 
 from __future__ import annotations
@@ -44,11 +44,8 @@ from faithtests.protocols.s3e.fixtures import S3E_ANCHOR, S3E_MIN_SUPPORT, S3EDa
 from faithtests.protocols.s3e.metrics import (
     STRESS,
     BehaviourSummary,
-    item_rate,
     most_excess,
     paired_excess,
-    positive_chosen,
-    rate_by_label,
     s_scores,
     select_layer,
     stress_behaviour,
@@ -56,19 +53,13 @@ from faithtests.protocols.s3e.metrics import (
     strict_correct,
     summarize_s3e,
 )
+from faithtests.protocols.s3e.results import hidden_stress, order_accuracy
+from faithtests.protocols.s3e.results import strict as strict_rows
 from faithtests.protocols.s3e.run import NO_LETTER
-from faithtests.scorecard.model import ItemValues, Series
+from faithtests.scorecard.model import Series
 from faithtests.scorecard.recording import Faith
 
 pytestmark = pytest.mark.suite("flip_sensitivity")
-
-
-def _record(faith: Faith, stats: FlipStats, slice_: str | None, per_item: ItemValues | None = None) -> None:
-    faith.metric("PR", stats.pr.value, ci=stats.pr.ci, n=stats.pr.n_pairs, slice=slice_, per_item=per_item)
-    faith.metric("E_sens", stats.gap.value, ci=stats.gap.ci, n=stats.gap.n_pairs, slice=slice_)
-    for name, est in (("PR_weighted", stats.weighted_pr), ("E_sens_weighted", stats.weighted_gap)):
-        if est is not None:
-            faith.metric(name, est.value, ci=est.ci, n=est.n_pairs, slice=slice_)
 
 
 def _pr_bars(faith: Faith, title: str, stats: Mapping[str, FlipStats], keys: list[str]) -> None:
@@ -89,19 +80,15 @@ def test_flip_positive_rate(faith: Faith, flip_scored: Scored, flip_case: str, f
         fail_unscored(faith, "PR", slice=slice_)
     rate = flip_rate(pairs, scored.base, scored.perturbed, idx, seed=faith_seed)
 
-    _record(faith, rate.summary.overall, slice_, rate.won)
+    faith.rows(rate.rows(slice_, by_type=flip_case == "all"), gate=True)  # PR of the case gated
     faith.outputs("PR", pair_outputs(pairs, scored.base, scored.perturbed,
                                      {k: v > 0 for k, v in rate.won.values.items()}), slice=slice_)
     if flip_case == "all":
-        types = sorted(rate.summary.by_type)
-        for t in types:
-            _record(faith, rate.summary.by_type[t], f"type={t}", rate.won_by_type[t])
-        _pr_bars(faith, "PR by flip type", rate.summary.by_type, types)
+        _pr_bars(faith, "PR by flip type", rate.summary.by_type, sorted(rate.summary.by_type))
         faith.items("flip_preferred_original", rate.preferred_original)
     faith.exemplars(pair_exemplars(scored, rate.worst, "flip scored at or above its original"))
     if flip_case == "number":
         _record_count_pairs(faith, scored, idx, faith_seed)
-    faith.check("PR", slice=slice_)
 
 
 def _record_count_pairs(faith: Faith, scored: Scored, idx: np.ndarray, seed: int) -> None:
@@ -110,10 +97,7 @@ def _record_count_pairs(faith: Faith, scored: Scored, idx: np.ndarray, seed: int
     counts = count_pairs(scored.workload.pairs, scored.base, scored.perturbed, idx, seed=seed)
     if counts is None:
         return
-    for key, stats in sorted(counts.by_pair.items()):
-        _record(faith, stats, f"number,count={key}")
-    for key, stats in sorted(counts.by_direction.items()):
-        _record(faith, stats, f"number,direction={key}")
+    faith.rows(counts.rows())
     _pr_bars(faith, f"PR by count pair (true -> flipped), {scored.workload.name}", counts.by_pair,
              sorted(counts.by_pair))
     faith.exemplars(pair_exemplars(scored, counts.worst_flips, f"worst count pair {counts.worst}: flip "
@@ -133,17 +117,12 @@ def test_flip_strength_bins(faith: Faith, flip_scored: Scored, faith_scorer: obj
                          lgip_bin_scheme, seed=faith_seed)
     if strength_bin not in bins.summary.by_bin:  # possible with the paper's bins (strength.py)
         pytest.skip(f"no flip falls in the {strength_bin} bin ({lgip_bin_scheme} bins, q25/q75: {bins.cuts})")
-    _record(faith, bins.summary.by_bin[strength_bin], slice_)
-    for t, stats in bins.makeup(strength_bin):  # the bin's make-up: PR and gap of each flip type in it
-        part = f"{slice_},type={t}"
-        faith.metric("PR", stats.pr.value, ci=stats.pr.ci, n=stats.pr.n_pairs, slice=part)
-        faith.metric("E_sens", stats.gap.value, ci=stats.gap.ci, n=stats.gap.n_pairs, slice=part)
+    faith.rows(bins.rows(strength_bin, slice_), gate=True)  # the bin's PR gated; its make-up recorded
     if strength_bin == "strong":
         order = bins.present()
         values, lo, hi = ci_bars([bins.summary.by_bin[b].pr for b in order])
         faith.plot(f"PR by flip strength ({lgip_bin_scheme} bins; q25/q75 {bins.cuts})", "line", [
             Series(faith.model, list(order), values, lo=lo, hi=hi)], x_label="strength bin", y_label="PR")
-    faith.check("PR", slice=slice_)
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -169,36 +148,29 @@ def test_forced_choice_order_accuracy(faith: Faith, s3e_data: S3EData, order: st
                   examples=[f"{k}: {v}" for k, v in sorted(s3e_data.excluded.items())])
     # a generated letter (s3e_data.generated) ties only where the reply names neither A nor B
     faith.invalid(NO_LETTER if s3e_data.generated else "A/B tie (never guessed)", b.n_ties, total=2 * b.n)
-    correct = positive_chosen(s3e_data.logits[:, :, STRESS])[:, 0 if order == "orig" else 1]
-    accuracy = item_rate(correct)
-    faith.metric("AB_accuracy", accuracy.value, ci=accuracy.ci, n=b.n, slice=order,
-                 per_item={r.item_id: bool(c) for r, c in zip(s3e_data.records, correct, strict=True)})
+    ids = [r.item_id for r in s3e_data.records]
+    rows, correct = order_accuracy(s3e_data.logits[:, :, STRESS], ids, order)
+    faith.rows(rows, gate=True)  # AB_accuracy in this order gated, the A rate recorded
     faith.outputs("AB_accuracy", _s3e_outputs(s3e_data, correct, (0,) if order == "orig" else (1,)),
                   slice=order)
-    faith.metric("A_rate", b.a_rate_orig if order == "orig" else b.a_rate_swap, n=b.n, slice=order)
     if order == "swap":
         faith.plot("A/B accuracy by option order (position bias at a glance)", "bar", [
             Series(faith.model, ["orig [c+, c]", "swap [c, c+]"], [b.acc_orig, b.acc_swap])],
             y_label="accuracy on stress trials")
-    faith.check("AB_accuracy", slice=order)
 
 
 def test_forced_choice_strict_correct(faith: Faith, s3e_data: S3EData) -> None:
     s3e_data = finite_records(faith, s3e_data)
     if not s3e_data.records:
         fail_unscored(faith, "strict_correct")
-    strict = strict_correct(s3e_data.logits[:, :, STRESS])
-    rate = item_rate(strict)
-    faith.metric("strict_correct", rate.value, ci=rate.ci, n=rate.n,
-                 per_item={r.item_id: bool(s) for r, s in zip(s3e_data.records, strict, strict=True)})
-    for t, value, n in rate_by_label(strict, [r.stress_type for r in s3e_data.records]):
-        faith.metric("strict_correct", value, n=n, slice=f"type={t}")
+    rows, strict = strict_rows(s3e_data.logits[:, :, STRESS], [r.item_id for r in s3e_data.records],
+                               [r.stress_type for r in s3e_data.records])
+    faith.rows(rows, gate=True)  # the strict-correct rate gated, per stress type recorded
     faith.items("strict_correct", {r.item_id: bool(s) for r, s in zip(s3e_data.records, strict, strict=True)})
     faith.outputs("strict_correct", _s3e_outputs(s3e_data, strict, (0, 1)))
     wrong = np.flatnonzero(~strict)[:4]
     faith.exemplars([_s3e_exemplar(s3e_data, int(i), "stress candidate chosen in at least one order")
                      for i in wrong])
-    faith.check("strict_correct")
 
 
 def test_hidden_stress(faith: Faith, s3e_data: S3EData, faith_seed: int) -> None:
@@ -216,17 +188,7 @@ def test_hidden_stress(faith: Faith, s3e_data: S3EData, faith_seed: int) -> None
     summary = summarize_s3e(S, s3e_data.logits, selection, dist=stress_pres_distance(s3e_data.states),
                             stress_types=[r.stress_type for r in s3e_data.records],
                             sources=[r.source for r in s3e_data.records], seed=faith_seed)
-    for control in ("lex", "pres", "rand"):
-        ex = summary.excess[control]
-        faith.metric(f"Delta_{control}", ex.mean, ci=ex.ci, n=ex.n)
-        if ex.d_p is not None:
-            faith.metric(f"d_p_{control}", ex.d_p, n=ex.n)
-    for control, hsr in sorted(summary.hsr.items()):  # App. J defines HSR for the lex and rand controls
-        faith.metric(f"HSR_correct_{control}", hsr.hsr_correct, n=hsr.n_strict)
-    if summary.band is not None:
-        faith.metric("top_half_band", summary.band.mean, ci=summary.band.ci, n=summary.band.n)
-    mm = summary.margin_matched_lex
-    faith.metric("Delta_lex_margin_matched", mm.mean, ci=mm.ci, n=mm.n)
+    faith.rows(hidden_stress(summary), gate=True)  # Δ_lex gated; the other controls, d_p, HSR recorded
     layers = list(range(len(summary.curves["lex"].mean)))
     faith.plot(f"Δ per layer with 95% CI (frozen layer {selection.layer}, anchor={S3E_ANCHOR})", "line", [
         Series(f"Δ{c}", layers, list(cv.mean), lo=list(cv.lo), hi=list(cv.hi))
@@ -234,7 +196,6 @@ def test_hidden_stress(faith: Faith, s3e_data: S3EData, faith_seed: int) -> None
     d_lex = paired_excess(S, "lex", strict)[selection.layer]
     faith.exemplars([_s3e_exemplar(s3e_data, i, f"strict-correct, Δlex = {d:.4f}")
                      for i, d in most_excess(d_lex, np.flatnonzero(strict))])
-    faith.check("Delta_lex")
 
 
 def _s3e_outputs(s3e: S3EData, outcome: np.ndarray, orders: tuple[int, ...]) -> dict[str, dict[str, object]]:

@@ -22,8 +22,6 @@ records); the base variant also reports the same 75% rows as the slice ``rows=pg
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
 import numpy as np
 import pytest
 
@@ -32,13 +30,9 @@ from faithtests.protocols.imavb.exemplars import exemplar, item_outputs, variant
 from faithtests.protocols.imavb.fixtures import PREMISE_BOOTSTRAP, PREMISE_VARIANTS, PremiseData
 from faithtests.protocols.imavb.metrics import (
     SplitScores,
-    answers,
     majority_share,
     modality_gap,
     per_order_accuracy,
-    rejection_rates,
-    shuffle_spread,
-    slice_accuracy,
     split_mask,
     split_scores,
 )
@@ -54,16 +48,19 @@ from faithtests.protocols.imavb.probes import (
     residualised_probe,
     tfidf_baseline,
 )
-from faithtests.protocols.imavb.records import SHORT, SPEECH_SUBCATEGORIES, SPLITS, modality
+from faithtests.protocols.imavb.records import SHORT, SPLITS, modality
 from faithtests.protocols.imavb.results import (
+    EVAL_ROWS,
     a1_correct,
+    bal_rows,
     eval_splits,
     item_correct,
     mis_rejection,
     pgla_delta,
-    rejection_gap,
+    rejection_gap_rows,
     run_scores,
     shuffled,
+    split_rows,
     stimuli,
     ties,
 )
@@ -85,7 +82,6 @@ PUBLIC_RESID = "public code: standardised inputs"
 #: The paper's margin: l* chosen on the same CV curve it is read from (recorded; the gate uses l* chosen
 #: out of sample, ``probes.nested_peak``).
 IN_SAMPLE = "l* in-sample (paper)"
-EVAL_ROWS = "rows=pgla_eval"  # the PGLA evaluation rows (75% of stimuli), for base vs pgla like for like
 #: App. I.1's other prompts beside A1; A3 and A5 generate up to 512 / 256 tokens per question, hence
 #: ``slow``. A6/A7 trim a video to its answer timestamp: on images and the world's clips (no timestamp)
 #: they record "not applicable" with the reason.
@@ -168,34 +164,18 @@ def test_premise_accuracy(
     per_item = shuffled(c)  # per item: mean over the K shuffles
     ss = _scores(per_item, run, None, faith_seed)
     _record_boot(faith, ss, "all rows")
-    per_order = per_order_accuracy(c, m)
-    faith.metric(name, ss.acc[split], ci=ss.ci[split], n=ss.n[split])
+    ev = None
     rows = _eval_rows(faith, premise_data, variant, faith_seed)
     if not isinstance(rows, InsufficientData):
         ev = _scores(per_item, run, rows, faith_seed)
         _record_boot(faith, ev, EVAL_ROWS)
-        faith.metric(name, ev.acc[split], ci=ev.ci[split], n=ev.n[split], slice=EVAL_ROWS)
-    faith.metric(name, float(per_order[0]), n=int(m.sum()), slice="fixed order")
-    faith.metric(f"{name}_shuffle_pm", shuffle_spread(per_order[1:]), n=int(m.sum()))
+    # the split's accuracy gated (the pgla variant is a diagnostic intervention, §5: recorded only)
+    faith.rows(split_rows(run, split, name, c, ss, ev), gate=variant == "base")
     recs = [r for r, k in zip(run.records, m, strict=True) if k]
-    for label, acc_n in slice_accuracy(per_item[m], [r.category for r in recs]).items():
-        faith.metric(name, acc_n[0], n=acc_n[1], slice=f"type={label}")
-    for label, acc_n in slice_accuracy(per_item[m], [r.subcategory for r in recs]).items():
-        faith.metric(name, acc_n[0], n=acc_n[1], slice=f"sub={label}")
-    rates = rejection_rates(answers(run.logits[m][:, 1:]))
-    faith.metric(
-        "rejects_E_or_F",
-        rates["E_or_F"],
-        n=int(m.sum()) * (c.shape[1] - 1),
-        slice=name,
-        higher_is_better=split.startswith("misleading"),
-    )
     faith.items(f"{name}_correct", {r.item_id: float(v) for r, v in zip(recs, per_item[m], strict=True)})
     faith.outputs(name, item_outputs(run, recs, per_item[m]))
     wrong = [j for j in np.argsort(per_item[m])[:4] if per_item[m][j] < 1]
     faith.exemplars([exemplar(run, recs[j], f"correct in {per_item[m][j]:.0%} of shuffles") for j in wrong])
-    if variant == "base":  # the pgla variant is a diagnostic intervention (§5): recorded, gated by nothing
-        faith.check(name)
 
 
 @pytest.mark.parametrize("variant", diagnostic_params(PREMISE_VARIANTS, gated=("base",)))
@@ -210,20 +190,18 @@ def test_balanced_accuracy(faith: Faith, premise_data: PremiseData, variant: str
     n_stim = len(stimuli(run))
     ss = _scores(shuffled(c), run, None, faith_seed)
     _record_boot(faith, ss, "all rows")
-    where = "vision only" if ss.vision_only else None
-    faith.metric("Bal", ss.bal, ci=ss.bal_ci, n=n_stim, slice=where)
+    ev, n_ev = None, 0
     rows = _eval_rows(faith, premise_data, variant, faith_seed)
     if not isinstance(rows, InsufficientData):
         ev = _scores(shuffled(c), run, rows, faith_seed)
         _record_boot(faith, ev, EVAL_ROWS)
         n_ev = n_stim if rows is None else len(stimuli(run, rows))
-        faith.metric("Bal", ev.bal, ci=ev.bal_ci, n=n_ev, slice=EVAL_ROWS)
     fixed = _scores(c[:, 0].astype(float), run, None, faith_seed)
     _record_boot(faith, fixed, "fixed order")
-    faith.metric("Bal", fixed.bal, ci=fixed.bal_ci, n=n_stim, slice="fixed order")
+    gated = variant == "base"  # Bal, and the rejection gap per modality (a floor: rejecting every premise
+    faith.rows(bal_rows(ss, n_stim, ev, n_ev, fixed), gate=gated)  # passes the misleading split, not this)
+    faith.rows(rejection_gap_rows(run, n_resamples=PREMISE_BOOTSTRAP, seed=faith_seed), gate=gated)
     orders: list[float | str] = ["fixed", *(f"shuffle {k}" for k in range(c.shape[1] - 1))]
-    gaps = [kind for kind in ("vision", "audio") if _rejection_gap(faith, run, kind, faith_seed)]
-    _rejection_gap(faith, run, "audio", faith_seed, SPEECH_SUBCATEGORIES)  # recorded, not gated
     if not ss.vision_only:  # Table 14's "Vision–Audio Gap" row: mis_v − mis_a (recorded, not gated)
         _mis_gap(faith, shuffled(c), run, faith_seed, None)
         _mis_gap(faith, c[:, 0].astype(float), run, faith_seed, "fixed order")
@@ -233,22 +211,6 @@ def test_balanced_accuracy(faith: Faith, premise_data: PremiseData, variant: str
         [Series(SHORT[s], orders, list(per_order_accuracy(c, split_mask(splits, s)))) for s in ss.acc],
         y_label="accuracy",
     )
-    if variant == "base":
-        faith.check("Bal", slice=where)
-        for kind in gaps:  # a floor: rejecting whatever the premise is no premise check (thresholds.toml)
-            faith.check("rejection_gap", slice=kind)
-
-
-def _rejection_gap(faith: Faith, run: ChoiceRun, kind: str, seed: int,
-                   speech: Collection[str] | None = None) -> bool:
-    """Record how much more often the misleading questions of ``kind`` are rejected than the standard
-    ones (paired per stimulus, shuffled orders; ``speech``: only the clips whose audio premise is about
-    speech, sliced apart); False when no stimulus has both."""
-    gap = rejection_gap(run, kind, n_resamples=PREMISE_BOOTSTRAP, seed=seed, subcategories=speech)
-    if gap is not None:
-        where = kind if speech is None else f"{kind}, speech premises"
-        faith.metric("rejection_gap", gap.value, ci=gap.ci, n=gap.n, slice=where)
-    return gap is not None
 
 
 @pytest.mark.faith_diagnostic

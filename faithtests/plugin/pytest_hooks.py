@@ -262,7 +262,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
     result = yield
     recorder = pyfuncitem.stash.get(FAITH_KEY, None)
     if recorder is not None:
-        checked = (sorted({r.metric for r in recorder.record.results if r.op is not None})
+        checked = (sorted({r.metric for r in recorder.record.results if r.op is not None}
+                          | recorder.pending_gates())
                    if pyfuncitem.get_closest_marker(DIAGNOSTIC) is not None else [])
         if checked:
             raise pytest.UsageError(f"{pyfuncitem.nodeid} is marked {DIAGNOSTIC} (gates nothing: quick runs "

@@ -130,7 +130,9 @@ class ItemValues:
 class MetricRow:
     """One result a protocol's pure function computes, with the arguments of ``Faith.metric`` (recorded
     by :meth:`~faithtests.scorecard.recording.Faith.rows`). ``higher_is_better`` None: the metric's
-    glossary term says (declared once)."""
+    glossary term says (declared once). ``gated``: the protocol says this row is the quantity its paper
+    gates (a paper row or a floor in the thresholds file); ``Faith.rows(..., gate=True)`` checks it, so a
+    new gated result is declared in its protocol folder and the thresholds file, never in a suite."""
 
     name: str
     value: float
@@ -139,6 +141,7 @@ class MetricRow:
     slice: str | None = None
     higher_is_better: bool | None = None
     per_item: ItemValues | None = None
+    gated: bool = False
 
 
 def _finite_or_none(x: float | None) -> float | None:

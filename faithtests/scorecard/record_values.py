@@ -15,9 +15,10 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from faithtests.scorecard.gate_kinds import kind_word
-from faithtests.scorecard.model import ItemValues, MetricResult, passes
+from faithtests.scorecard.model import Exemplar, ItemValues, MetricResult, passes
 
 THUMBNAIL_SIDE = 128
+_EXEMPLAR_KEYS = frozenset({"image", "image_b", "texts", "scores", "reason"})
 
 
 def json_safe(info: Mapping[str, Any], what: str) -> dict[str, Any]:
@@ -176,3 +177,46 @@ def call_site() -> TracebackType | None:
     for f in frames:  # innermost first: each outer frame's traceback points at the inner one
         tb = TracebackType(tb, f, f.f_lasti, f.f_lineno)
     return tb
+
+
+def check_exemplar(i: int, item: Mapping[str, Any]) -> None:
+    """An exemplar with a key the scorecard does not know is a suite bug: a ValueError naming it."""
+    unknown = set(item) - _EXEMPLAR_KEYS
+    if unknown:
+        raise ValueError(f"exemplar {i}: unknown key(s) {sorted(unknown)} "
+                         f"(allowed: {sorted(_EXEMPLAR_KEYS)})")
+
+
+def exemplar(i: int, item: Mapping[str, Any], model: str, variant: str) -> Exemplar:
+    """The :class:`Exemplar` of a suite's ``item`` (``Faith.exemplars``): images become small JPEG
+    thumbnails here, on the worker. An unreadable image is ``None`` with the reason saying why; a
+    non-finite score is left out and named in the reason (JSON has no NaN)."""
+    check_exemplar(i, item)
+    notes: list[str] = []
+    images: list[str | None] = []
+    for key in ("image", "image_b"):
+        src = item.get(key)
+        uri: str | None = None
+        if src is not None:
+            try:
+                uri = thumbnail_data_uri(src)
+            except TypeError:
+                raise
+            except Exception as exc:  # a display-only thumbnail must not fail the test
+                notes.append(f"({key} unreadable: {type(exc).__name__}: {exc})")
+        images.append(uri)
+    scores: dict[str, float] = {}
+    bad: list[str] = []
+    for k, v in dict(item.get("scores", {})).items():
+        f = float(v)
+        if math.isfinite(f):
+            scores[str(k)] = f
+        else:
+            bad.append(str(k))
+    if bad:
+        notes.append(f"(non-finite scores: {', '.join(bad)})")
+    return Exemplar(
+        reason=" ".join([str(item.get("reason", "")), *notes]).strip(),
+        texts={str(k): str(v) for k, v in dict(item.get("texts", {})).items()},
+        scores=scores, image=images[0], image_b=images[1], model=model, variant=variant,
+    )

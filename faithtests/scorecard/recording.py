@@ -37,7 +37,9 @@ from faithtests.scorecard.model import FaithInsufficient as FaithInsufficient
 from faithtests.scorecard.record_values import (
     THUMBNAIL_SIDE,
     call_site,
+    check_exemplar,
     count,
+    exemplar,
     failure_message,
     finite,
     fmt_number,
@@ -51,7 +53,6 @@ from faithtests.scorecard.thresholds import ResolvedThreshold, Thresholds, highe
 
 __all__ = ["THUMBNAIL_SIDE", "Faith", "FaithCheckFailed", "FaithInsufficient", "MissingThresholdError",
            "ThresholdDirectionError", "fmt_number", "items_key", "json_safe", "thumbnail_data_uri"]
-_EXEMPLAR_KEYS = frozenset({"image", "image_b", "texts", "scores", "reason"})
 PlotKind = Literal["line", "bar", "scatter"]
 
 
@@ -107,6 +108,8 @@ class Faith:
         self.deferred = False
         self._unsettled: list[FaithCheckFailed] = []
         self._output_keys: set[tuple[str, str | None, str, str, str]] = set()  # item-log rows recorded
+        #: (metric, slice, (model, variant, family, role)) of the rows :meth:`rows` kept as gates
+        self._gates: list[tuple[str, str | None, tuple[str, str, str | None, str | None]]] = []
 
     # -- labels -------------------------------------------------------------------------------------
     @property
@@ -199,10 +202,36 @@ class Faith:
         self.record.results.append(result)
         return result
 
-    def rows(self, rows: Iterable[MetricRow]) -> list[MetricResult]:
-        """Record each of a protocol's :class:`MetricRow` results (its pure functions return them)."""
-        return [self.metric(r.name, r.value, ci=r.ci, n=r.n, higher_is_better=r.higher_is_better,
-                            slice=r.slice, per_item=r.per_item) for r in rows]
+    def rows(self, rows: Iterable[MetricRow], *, gate: bool = False) -> list[MetricResult]:
+        """Record each of a protocol's :class:`MetricRow` results (its pure functions return them). With
+        ``gate`` (the suite's gated parametrisation), the rows the protocol marks ``gated`` are checked
+        by :meth:`gate_rows` when the test ends, after every invalid count it records: the protocol
+        declares which results are gates, the thresholds file their values, the suite neither."""
+        rows = list(rows)
+        out = [self.metric(r.name, r.value, ci=r.ci, n=r.n, higher_is_better=r.higher_is_better,
+                           slice=r.slice, per_item=r.per_item) for r in rows]
+        if gate:
+            bound = (self._model, self._variant, self._family, self._role)
+            self._gates += [(r.name, r.slice, bound) for r in rows if r.gated]
+        return out
+
+    def pending_gates(self) -> set[str]:
+        """The metrics of the rows kept as gates that :meth:`gate_rows` has not judged yet."""
+        return {name for name, _, _ in self._gates}
+
+    def gate_rows(self) -> None:
+        """:meth:`check` every row :meth:`rows` kept as a gate and that no explicit check judged, under the
+        labels it was recorded with (the fixture calls this, then :meth:`settle`)."""
+        __tracebackhide__ = True
+        gates, self._gates = self._gates, []
+        labels = (self._model, self._variant, self._family, self._role)
+        try:
+            for name, slice_, (self._model, self._variant, self._family, self._role) in gates:
+                idx = self._find(name, slice_)
+                if idx is None or self.record.results[idx].op is None:
+                    self.check(name, slice=slice_)
+        finally:
+            self._model, self._variant, self._family, self._role = labels
 
     def check(self, name: str, op: Op | None = None, threshold: float | None = None, *,
               slice: str | None = None, min_n: int | None = None, unit: str = "items") -> MetricResult:
@@ -247,8 +276,9 @@ class Faith:
         check's message, one per line) before INSUFFICIENT (every short check's reason), none if all
         passed. A test that recorded broken (non-finite) outputs fails too, checked or not: its recorded
         numbers would otherwise pass silently. The kept verdicts are forgotten, so a second call raises
-        nothing."""
+        nothing. The rows kept as gates are checked first (:meth:`gate_rows`)."""
         __tracebackhide__ = True
+        self.gate_rows()
         unsettled, self._unsettled = self._unsettled, []
         failed = [e for e in unsettled if not isinstance(e, FaithInsufficient)]
         if not failed and (broken := self._broken()):
@@ -329,44 +359,11 @@ class Faith:
         worker. An unreadable image is recorded as ``image=None`` with the reason saying why."""
         kept: list[Exemplar] = []
         for i, item in enumerate(items):
-            unknown = set(item) - _EXEMPLAR_KEYS
-            if unknown:
-                raise ValueError(
-                    f"exemplar {i}: unknown key(s) {sorted(unknown)} (allowed: {sorted(_EXEMPLAR_KEYS)})"
-                )
             if len(self.record.exemplars) >= self.max_exemplars:
+                check_exemplar(i, item)  # a malformed one is a suite bug, kept or not
                 self.dropped_exemplars += 1
                 continue
-            reason = str(item.get("reason", ""))
-            notes: list[str] = []
-            images: list[str | None] = []
-            for key in ("image", "image_b"):
-                src = item.get(key)
-                uri: str | None = None
-                if src is not None:
-                    try:
-                        uri = thumbnail_data_uri(src)
-                    except TypeError:
-                        raise
-                    except Exception as exc:  # a display-only thumbnail must not fail the test
-                        notes.append(f"({key} unreadable: {type(exc).__name__}: {exc})")
-                images.append(uri)
-            scores: dict[str, float] = {}
-            bad: list[str] = []
-            for k, v in dict(item.get("scores", {})).items():
-                f = float(v)
-                if math.isfinite(f):
-                    scores[str(k)] = f
-                else:  # JSON has no NaN; keep the exemplar and say which score was undefined
-                    bad.append(str(k))
-            if bad:
-                notes.append(f"(non-finite scores: {', '.join(bad)})")
-            ex = Exemplar(
-                reason=" ".join([reason, *notes]).strip(),
-                texts={str(k): str(v) for k, v in dict(item.get("texts", {})).items()},
-                scores=scores, image=images[0], image_b=images[1],
-                model=self._model, variant=self._variant,
-            )
+            ex = exemplar(i, item, self._model, self._variant)
             self.record.exemplars.append(ex)
             kept.append(ex)
         return kept

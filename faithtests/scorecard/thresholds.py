@@ -3,9 +3,9 @@
 Format (one table per suite; a key is a metric, or ``metric[slice]`` for one slice)::
 
     [flip_sensitivity]
-    PR = { op = ">=", value = 0.70, family = { siglip = 0.55 } }
-    "PR[number]" = { op = ">=", value = 0.63 }
-    E_inv = { op = "<=", value = 0.05, slices = ["simple", "advanced"] }
+    PR = { value = 0.70, family = { siglip = 0.55 } }
+    "PR[number]" = { value = 0.63 }
+    E_inv = { value = 0.05, slices = ["simple", "advanced"] }
 
 * In the default file every entry needs a numeric ``value``; ``family`` maps a model family to its own
   value (same ``op``). Its ``op`` is the metric's declared direction (its glossary term: ``>=`` when

@@ -98,15 +98,21 @@ def test_quick_leaves_out_the_diagnostics_and_says_so(pytester: pytest.Pytester)
     parallel.stdout.fnmatch_lines(["quick profile: 2 test(s) marked faith_diagnostic *"])  # workers counted
 
 
-def test_a_diagnostic_mark_on_a_test_that_checks_fails_it(pytester: pytest.Pytester) -> None:
-    """The mark would hide a gate from quick runs: the test fails, naming the metric (any profile)."""
-    pytester.makepyfile(test_t="""
+@pytest.mark.parametrize("gates", ['faith.metric("x", 1.0)\n    faith.check("x", ">=", 0.5)',
+                                   'faith.rows([MetricRow("x", 1.0, 20, gated=True)], gate=True)'],
+                         ids=["check", "gated-row"])
+def test_a_diagnostic_mark_on_a_test_that_checks_fails_it(pytester: pytest.Pytester, gates: str) -> None:
+    """The mark would hide a gate from quick runs: the test fails, naming the metric (any profile), whether
+    the suite checks it or records a row its protocol marks as a gate."""
+    pytester.makepyfile(test_t=f"""
 import pytest
+from faithtests.scorecard.model import MetricRow
+
+pytestmark = pytest.mark.suite("t")
 
 @pytest.mark.faith_diagnostic
 def test_checks(faith):
-    faith.metric("x", 1.0)
-    faith.check("x", ">=", 0.5)
+    {gates}
 """)
     result = pytester.runpytest(*PLUGINS)
     result.assert_outcomes(failed=1)

@@ -75,7 +75,9 @@ def share_rows(recs: Sequence[AcRecord], ans: Answers, mode: str, boot: Boot) ->
     for subset, pos in groups(recs, rows):
         cl = [stim[j] for j in pos]
         values = _values(shares(recs, ans, [rows[j] for j in pos]))
-        out += [Row(name, values[k], len(pos), boot.ci(onehot[pos, k], cl), where(subset, mode), better)
+        # Tables 5 / 6 print P_img ("/=image") per conflict subset: those rows are the gates
+        out += [Row(name, values[k], len(pos), boot.ci(onehot[pos, k], cl), where(subset, mode), better,
+                    gated=name == "P_img" and subset in CONFLICT_SUBSETS)
                 for k, (name, better) in enumerate(SHARES)]
     return out
 
@@ -106,7 +108,7 @@ def tbr_rows(recs: Sequence[AcRecord], ans: Answers, mode: str,
         img, txt = onehot[pos, 0], onehot[pos, 1]
         out.append((subset, Row("TBR", shares(recs, ans, [rows[j] for j in pos]).tbr, len(pos),
                                 boot.ratio_ci(txt, img + txt, [stim[j] for j in pos]), where(subset, mode),
-                                False)))
+                                False, gated=subset in CONFLICT_SUBSETS)))  # Table 7: TBR per subset
     return out
 
 
@@ -126,9 +128,10 @@ def hits(pred: Sequence[str | None], gold: Sequence[str | None]) -> FloatArray:
 
 def accuracy_rows(name: str, hit: FloatArray, recs: Sequence[AcRecord], mode: str, boot: Boot,
                   subsets: Sequence[str] = ()) -> list[Row]:
-    """Accuracy of per-record ``hit`` over all ``recs``, then per subset of ``subsets`` present."""
+    """Accuracy of per-record ``hit`` over all ``recs`` (the gate: "Align acc" of Tables 1, 2, 5; the
+    unimodal baselines of Tables 3-4), then per subset of ``subsets`` present."""
     stim = [r.stimulus_id for r in recs]
-    out = [Row(name, float(hit.mean()), len(hit), boot.ci(hit, stim), where(None, mode))]
+    out = [Row(name, float(hit.mean()), len(hit), boot.ci(hit, stim), where(None, mode), gated=True)]
     for subset in subsets:
         rows = [i for i, r in enumerate(recs) if r.subset == subset]
         if rows:

@@ -2,8 +2,9 @@
 
 Pure functions over :class:`~faithtests.protocols.imavb.run.ChoiceRun` (and PGLA's held-out result):
 per-item correctness under every option order, split accuracies and Bal (IMAVB Eq. 1) with their joint
-bootstrap CIs over stimuli (§3), and PGLA's ΔBal and standard-accuracy cost (§5, Table 4). The suite
-records them and checks the gates.
+bootstrap CIs over stimuli (§3), and PGLA's ΔBal and standard-accuracy cost (§5, Table 4). The rows
+the suite records say which of them are gates (``gated``): each split's accuracy (Table 1), Bal (Eq. 1)
+and the rejection gap per modality (a floor).
 """
 
 from __future__ import annotations
@@ -14,11 +15,26 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from faithtests.protocols.imavb.metrics import TIE, SplitScores, answers, correct, split_scores, tie_count
+from faithtests.protocols.imavb.metrics import (
+    TIE,
+    SplitScores,
+    answers,
+    correct,
+    per_order_accuracy,
+    rejection_rates,
+    shuffle_spread,
+    slice_accuracy,
+    split_mask,
+    split_scores,
+    tie_count,
+)
 from faithtests.protocols.imavb.pgla import PGLAResult, bal_of, side_accuracy
-from faithtests.protocols.imavb.records import modality
+from faithtests.protocols.imavb.records import SPEECH_SUBCATEGORIES, modality
 from faithtests.protocols.imavb.run import ChoiceRun
+from faithtests.scorecard.model import MetricRow as Row  # one result row of a pure function
 from faithtests.stats import cluster_bootstrap_ci
+
+EVAL_ROWS = "rows=pgla_eval"  # the PGLA evaluation rows (75% of stimuli), for base vs pgla like for like
 
 
 def item_correct(run: ChoiceRun) -> NDArray[np.bool_]:
@@ -140,3 +156,49 @@ def mis_rejection(run: ChoiceRun, rows: NDArray[np.int64]) -> float:
     mis = np.array([run.records[int(i)].misleading for i in rows], dtype=bool)
     gold = np.array([run.records[int(i)].correct_index for i in rows])
     return float(correct(answers(run.logits[rows][mis][:, 1:]), gold[mis]).mean())
+
+
+def split_rows(run: ChoiceRun, split: str, name: str, c: NDArray[np.bool_], ss: SplitScores,
+               ev: SplitScores | None) -> list[Row]:
+    """Accuracy of ``split`` (named ``name``: Table 1, over the shuffles; gated), then recorded: on PGLA's
+    evaluation rows (``ev``), in the fixed order, the shuffles' spread, per question type (Table 13) and
+    misleading subcategory (Table 14), and the share of E/F answers (wanted on a misleading split only)."""
+    m = split_mask([r.split for r in run.records], split)
+    per_item, per_order = shuffled(c)[m], per_order_accuracy(c, m)
+    out = [Row(name, ss.acc[split], ss.n[split], ss.ci[split], gated=True)]
+    if ev is not None:
+        out.append(Row(name, ev.acc[split], ev.n[split], ev.ci[split], EVAL_ROWS))
+    out += [Row(name, float(per_order[0]), int(m.sum()), slice="fixed order"),
+            Row(f"{name}_shuffle_pm", shuffle_spread(per_order[1:]), int(m.sum()))]
+    recs = [r for r, k in zip(run.records, m, strict=True) if k]
+    for prefix, labels in (("type", [r.category for r in recs]), ("sub", [r.subcategory for r in recs])):
+        out += [Row(name, acc, n, slice=f"{prefix}={label}")
+                for label, (acc, n) in slice_accuracy(per_item, labels).items()]
+    rates = rejection_rates(answers(run.logits[m][:, 1:]))
+    out.append(Row("rejects_E_or_F", rates["E_or_F"], int(m.sum()) * (c.shape[1] - 1), slice=name,
+                   higher_is_better=split.startswith("misleading")))
+    return out
+
+
+def bal_rows(ss: SplitScores, n_stim: int, ev: SplitScores | None, n_ev: int,
+             fixed: SplitScores) -> list[Row]:
+    """Bal (Eq. 1, over the shuffles; gated; the slice "vision only" for a model that cannot hear), then
+    recorded: on PGLA's evaluation rows (``ev``, ``n_ev`` stimuli) and in the fixed order."""
+    out = [Row("Bal", ss.bal, n_stim, ss.bal_ci, "vision only" if ss.vision_only else None, gated=True)]
+    if ev is not None:
+        out.append(Row("Bal", ev.bal, n_ev, ev.bal_ci, EVAL_ROWS))
+    out.append(Row("Bal", fixed.bal, n_stim, fixed.bal_ci, "fixed order"))
+    return out
+
+
+def rejection_gap_rows(run: ChoiceRun, *, n_resamples: int, seed: int) -> list[Row]:
+    """The rejection gap of each modality whose stimuli have both questions (gated: a floor, since
+    rejecting whatever the premise passes the misleading split but not this), then on the audio clips whose
+    premise is about speech (recorded)."""
+    out = []
+    for kind, subs in (("vision", None), ("audio", None), ("audio", SPEECH_SUBCATEGORIES)):
+        gap = rejection_gap(run, kind, n_resamples=n_resamples, seed=seed, subcategories=subs)
+        if gap is not None:
+            out.append(Row("rejection_gap", gap.value, gap.n, gap.ci,
+                           kind if subs is None else f"{kind}, speech premises", gated=subs is None))
+    return out

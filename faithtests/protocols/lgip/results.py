@@ -37,6 +37,7 @@ from faithtests.protocols.lgip.strength import (
     text_cosines_from_texts,
 )
 from faithtests.scorecard.model import ItemValues
+from faithtests.scorecard.model import MetricRow as Row  # one result row of a pure function
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int_]
@@ -72,6 +73,23 @@ class ParaphraseResult:
     per_pair: ItemValues  # |s(I, c) − s(I, c')| per pair of the subset, clustered by image
     relative: RelativeInvariance  # Δ_u and E_inv_rel of the subset (separation.py)
     worst: IntArray  # workload indices of the subset's pairs the paraphrase moved most
+
+    def rows(self, subset: str, slice_: str | None, labels: ParaphraseLabels) -> list[Row]:
+        """What the suite records for the subset, in the slice ``slice_``: E_inv (Eq. 2, per pair) and
+        E_inv_rel (Eq. 2 over Eq. 4), both gated (Table 2's E_inv; the floor a scorer with no separation
+        fails); over all pairs also the relative increase of advanced over simple paraphrases (§4.2, in
+        the labels' slice) and Δ_u (Eq. 4, in the scorer's units), recorded, not gated."""
+        est, rel_inv = self.estimate, self.relative.relative
+        out = [Row("E_inv", est.value, est.n_pairs, est.ci, slice_, per_item=self.per_pair, gated=True)]
+        if subset == "all":
+            inc = self.summary.relative_increase_pct
+            if inc is not None:
+                out.append(Row("E_inv_rel_increase_pct", inc.value, inc.n_pairs, inc.ci,
+                               None if labels == "markers" else labels))
+            sep = self.relative.separation
+            out.append(Row("Delta_unrelated", sep.value, sep.n_pairs, sep.ci))
+        out.append(Row("E_inv_rel", rel_inv.value, est.n_pairs, rel_inv.ci, slice_, gated=True))
+        return out
 
 
 def paraphrase_indices(pairs: Sequence[PerturbationPair]) -> list[int]:
@@ -118,6 +136,18 @@ def paraphrase_invariance(
 # Suite 2a: flip sensitivity
 
 
+def flip_rows(stats: FlipStats, slice_: str | None, per_item: ItemValues | None = None, *,
+              gated: bool = False, weighted: bool = True) -> list[Row]:
+    """PR (Eq. 5; ``per_item``: its per-flip values) and E_sens (Eq. 4) of ``stats`` in ``slice_``, then
+    the strength-weighted forms where computed (with ``weighted``); PR is a gate with ``gated``."""
+    out = [Row("PR", stats.pr.value, stats.pr.n_pairs, stats.pr.ci, slice_, per_item=per_item, gated=gated),
+           Row("E_sens", stats.gap.value, stats.gap.n_pairs, stats.gap.ci, slice_)]
+    for name, est in (("PR_weighted", stats.weighted_pr), ("E_sens_weighted", stats.weighted_gap)):
+        if weighted and est is not None:
+            out.append(Row(name, est.value, est.n_pairs, est.ci, slice_))
+    return out
+
+
 def flip_indices(pairs: Sequence[PerturbationPair], family: str, case: str) -> IntArray:
     """Workload indices of a flip case's pairs: every pair of ``family`` for "all" and "combined", else
     those of the flip type ``case``."""
@@ -139,6 +169,14 @@ class FlipRate:
     won_by_type: Mapping[str, ItemValues]  # the same per flip type
     preferred_original: dict[str, bool]  # pair id -> the original scored above its flip
     worst: IntArray  # workload indices of the flips scored furthest at or above their original
+
+    def rows(self, slice_: str | None, *, by_type: bool) -> list[Row]:
+        """The flip case's PR (gated: Table 2 over all flips, Table 7 per flip type, Table 3 combined) and
+        E_sens in ``slice_``; with ``by_type`` each flip type's too (slices ``type=...``), recorded."""
+        out = flip_rows(self.summary.overall, slice_, self.won, gated=True)
+        for t in sorted(self.summary.by_type) if by_type else ():
+            out += flip_rows(self.summary.by_type[t], f"type={t}", self.won_by_type[t])
+        return out
 
 
 def flip_rate(pairs: Sequence[PerturbationPair], base: FloatArray, perturbed: FloatArray, idx: IntArray,
@@ -168,6 +206,13 @@ class CountPairs:
     by_direction: Mapping[str, FlipStats]
     worst: str  # the count pair of the lowest PR
     worst_flips: IntArray  # its flips scored furthest at or above their original
+
+    def rows(self) -> list[Row]:
+        """Per count pair (slices ``number,count=2->3``) and direction (``number,direction=more``),
+        recorded, not gated: a diagnosis of PR[number]."""
+        parts = [(f"number,count={k}", v) for k, v in sorted(self.by_pair.items())]
+        parts += [(f"number,direction={k}", v) for k, v in sorted(self.by_direction.items())]
+        return [r for where, stats in parts for r in flip_rows(stats, where)]
 
 
 def count_pairs(pairs: Sequence[PerturbationPair], base: FloatArray, perturbed: FloatArray, idx: IntArray,
@@ -201,6 +246,15 @@ class StrengthBins:
     def present(self) -> list[str]:
         """The strength bins holding at least one flip, weak to strong."""
         return [b for b in STRENGTH_BINS if b in self.summary.by_bin]
+
+    def rows(self, strength_bin: str, slice_: str) -> list[Row]:
+        """The bin's PR (gated: Table 5 per strength bin; a floor for the within-type bins) and E_sens in
+        ``slice_``, then its
+        make-up: PR and E_sens of each flip type in it (``slice_,type=...``), recorded."""
+        out = flip_rows(self.summary.by_bin[strength_bin], slice_, gated=True)
+        for t, stats in self.makeup(strength_bin):
+            out += flip_rows(stats, f"{slice_},type={t}", weighted=False)
+        return out
 
     def makeup(self, strength_bin: str) -> list[tuple[str, FlipStats]]:
         """(flip type, its stats) of each flip type in ``strength_bin``."""

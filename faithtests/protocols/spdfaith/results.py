@@ -36,6 +36,12 @@ Groups = list[tuple[str | None, list[int]]]
 #: A verdict whose P(Yes) is within this of 0.5 is "ambiguous" for CR (Eq. 13's +0.5): a coin-flip
 #: answer is uncertain, not a claim. The contradiction rate (Table 2) reads every answer by its argmax.
 AMBIGUITY = 0.05
+#: The slices the paper gates (``Row.gated``; the thresholds file holds their values): Table 2's
+#: contradiction rate per difficulty level of the single-difference pairs, Table 3's multi-difference
+#: subset for DS_exist / DS_count / DRF (and DS_count over all edited pairs), and the identical-pair
+#: control (§3) for false alarms.
+MULTI = "subset=multi"
+IDENTICAL = "subset=identical"
 
 
 
@@ -105,7 +111,8 @@ def symmetric(recs: Sequence[DiffRecord], ans: Answers, rows: list[int], boot: B
         by_stim = dict(zip(ids, cl, strict=True))
         c = contradiction[pos].astype(np.float64)
         out.append(Row("contradiction_rate", float(c.mean()), len(pos), boot.ci(c, cl), where, False,
-                       ItemValues.make(zip(ids, c, strict=True), by_stim)))
+                       ItemValues.make(zip(ids, c, strict=True), by_stim),
+                       gated=(where or "").startswith("difficulty=")))
         for name, x in cr.items():
             w = x[pos]
             out.append(Row(name, float(w.mean()), len(pos), boot.ci(w, cl), where,
@@ -113,12 +120,13 @@ def symmetric(recs: Sequence[DiffRecord], ans: Answers, rows: list[int], boot: B
         on = [j for j in pos if edited[j]]  # DS_exist: an identical pair has no difference to identify
         if on:
             e = exist[on]
-            out.append(Row("DS_exist", float(e.mean()), len(on), boot.ci(e, [stim[j] for j in on]), where))
+            out.append(Row("DS_exist", float(e.mean()), len(on), boot.ci(e, [stim[j] for j in on]), where,
+                           gated=where == MULTI))
         off = [j for j in pos if not edited[j]]  # the identical-pair control (§3): a difference "found"
         if off:                                  # where there is none, under both questions
             f = exist[off]
             out.append(Row("false_alarm_rate", float(f.mean()), len(off), boot.ci(f, [stim[j] for j in off]),
-                           where, False))
+                           where, False, gated=where == IDENTICAL))
         for name, p in (("yes_rate_same", ps[pos]), ("yes_rate_different", pd[pos])):
             y = (p > 0.5).astype(np.float64)
             out.append(Row(name, float(y.mean()), len(pos), boot.ci(y, cl), where))
@@ -151,7 +159,8 @@ def counts(recs: Sequence[DiffRecord], ans: Answers, rows: list[int], boot: Boot
         cl = [stim[j] for j in pos]
         for name, x in per_item.items():
             out.append(Row(name, float(x[pos].mean()), len(pos), boot.ci(x[pos], cl), where,
-                           higher_is_better=False if name == "DQR_code" else None))
+                           higher_is_better=False if name == "DQR_code" else None,
+                           gated=name == "DS_count" and where in (None, MULTI)))
     same = [i for i in range(len(recs)) if ans.count[i] >= 0 and recs[i].m == 0]
     if same:
         z = (ans.count[same] == 0).astype(np.float64)
@@ -205,7 +214,8 @@ def naming(recs: Sequence[DiffRecord], ans: Answers, rows: list[int], boot: Boot
         scored = [j for j in pos if np.isfinite(drf_item[j])]
         if scored:
             x = drf_item[scored]
-            out.append(Row("DRF", float(x.mean()), len(scored), boot.ci(x, [stim[j] for j in scored]), sl))
+            out.append(Row("DRF", float(x.mean()), len(scored), boot.ci(x, [stim[j] for j in scored]), sl,
+                           gated=where == MULTI))
     out += _listed(recs, rows, judged, boot, judge)
     return Naming(out, rows, hits, drf_item, sum(len(j.claims) for j in judged if j),
                   sum(j.unparseable for j in judged if j))
