@@ -23,7 +23,7 @@ from typing import Any
 from mkdocs.structure.files import File, Files
 
 from faithtests.data.names import SHARED
-from faithtests.manifest import data_table
+from faithtests.manifest import data_table, number_order
 from faithtests.plugin.option_docs import options_markdown
 from faithtests.protocols import manifests
 
@@ -87,10 +87,11 @@ def protocol_nav() -> list[dict[str, str]]:
     of each protocol's first suite number (a bundled protocol's page joins the nav with no edit here)."""
     entries = []
     for m in manifests():
-        numbers = sorted(n for n, _ in m.questions.values())
+        numbers = sorted((n for n, _ in m.questions.values()), key=number_order)  # "2a" before "10"
         label = f"{m.title} (suite{'s' if len(numbers) > 1 else ''} {', '.join(numbers)})"
-        entries.append((numbers[0] if numbers else "~", m.name, {label: f"protocols/{m.name}.md"}))
-    return [entry for *_, entry in sorted(entries)]
+        entries.append((number_order(numbers[0]) if numbers else (10**9, ""), m.name,
+                        {label: f"protocols/{m.name}.md"}))
+    return [entry for *_, entry in sorted(entries, key=lambda e: (e[0], e[1]))]
 
 
 def on_config(config: Any) -> Any:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from faithtests.data.names import SHARED
-from faithtests.manifest import Manifest, data_table, glossary_terms
+from faithtests.manifest import Manifest, data_table, glossary_terms, number_order
 from faithtests.models.checks import known_prefixes
 from faithtests.models.locations import fixtures_root
 from faithtests.models.plugins import PY_PREFIX, plugin_prefixes
@@ -124,7 +124,7 @@ def _asked(found: Sequence[Manifest]) -> list[tuple[str, str, Manifest, str]]:
                                  "question for it (Manifest.questions)")
             number, question = m.questions[suite]
             rows.append((number, suite, m, question))
-    return sorted(rows, key=lambda r: (r[0], r[1]))
+    return sorted(rows, key=lambda r: (number_order(r[0]), r[1]))
 
 
 def suites_table(found: Sequence[Manifest], file: str) -> str:

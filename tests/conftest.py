@@ -33,6 +33,10 @@ collect_ignore = [] if os.environ.get("FAITH_SEED_SWEEP") else ["seeds"]
 #: The served-model tests (tests/served: real vLLM and transformers serve, each in its own venv, minutes
 #: of start-up) also run once in CI by themselves: ``FAITH_SERVED=1 pytest tests/served`` (.ci/run).
 collect_ignore += [] if os.environ.get("FAITH_SERVED") else ["served"]
+#: The docs' walkthroughs (tests/walkthrough: add a protocol, add a metric, each in a copy of the repository
+#: with a suite run there, ~60 s of CPU) run once in CI by themselves, so the library tests keep their
+#: budget: ``FAITH_WALKTHROUGH=1 pytest tests/walkthrough -n 2`` (.ci/run).
+collect_ignore += [] if os.environ.get("FAITH_WALKTHROUGH") else ["walkthrough"]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

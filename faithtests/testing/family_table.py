@@ -15,11 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from faithtests.manifest import suite_order
 from faithtests.models.errors import FEATURES
+from faithtests.protocols import manifests
 from faithtests.testing.families import FAMILIES, Family
 
-SUITES: tuple[str, ...] = ("invariance", "flip_sensitivity", "premise_rejection", "affective_conflict",
-                           "difference_consistency")
+#: The table's suite columns: every protocol's suites, in the product's order (a bundled protocol's suite
+#: becomes a column, and the matrix then asks for the page to be regenerated).
+SUITES: tuple[str, ...] = suite_order(manifests())
 BEGIN = "<!-- family-matrix:begin (generated from tests/models/test_family_matrix.py; do not edit) -->"
 END = "<!-- family-matrix:end -->"
 WRITE_ENV = "FAITH_WRITE_FAMILY_TABLE"
