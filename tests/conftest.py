@@ -73,12 +73,23 @@ def shared_data() -> Path:
     return root
 
 
+#: Three whole-run matrices (each runs every suite again under another arrangement: every model family's
+#: tiny checkpoint, two Ray actors per model, sharded and merged) run in CI's own step, so ``pytest tests/``
+#: keeps its 8-minute budget: ``FAITH_WHOLE_RUNS=1 pytest tests/ -m whole_runs -n 2`` (.ci/run). Without
+#: the variable they are deselected (counted in pytest's summary line), never skipped as passed.
+WHOLE_RUNS_ENV = "FAITH_WHOLE_RUNS"
+WHOLE_RUNS = "whole_runs"
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Without ``$FAITH_TEST_CACHE`` (CI sets it to its main job's outputs), the session makes one empty
+    """Registers :data:`WHOLE_RUNS`. Without ``$FAITH_TEST_CACHE`` (CI sets it to its main job's outputs), the
+    session makes one empty
     output cache that every suite run given :func:`~faithtests.testing.suite_run.env_cache_args` reads and
     extends, so a fresh clone computes a bundled model's rows once, not once per test module that runs
     its suite (CI's way, filled as the tests go). Set by the controller before xdist starts its workers,
     which inherit it; removed at the end. ``FAITH_TEST_CACHE=`` (set, empty) runs every suite uncached."""
+    config.addinivalue_line("markers", f"{WHOLE_RUNS}: a whole-run matrix; runs only with {WHOLE_RUNS_ENV}=1 "
+                            "(CI's own step)")
     if CACHE_ENV in os.environ or hasattr(config, "workerinput"):
         return
     folder = tempfile.mkdtemp(prefix="faith-test-cache-")
@@ -91,9 +102,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.add_cleanup(remove)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """One group per costly shared run (see :data:`SESSION_RUNS`), marked before the plugin's trylast hook
-    turns the marks into the node-id suffix that ``--dist loadgroup`` schedules by."""
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if os.environ.get(WHOLE_RUNS_ENV):
+        return None
+    return (f"whole-run matrices (marked {WHOLE_RUNS}: families, Ray, shards) deselected; CI runs them: "
+            f"{WHOLE_RUNS_ENV}=1 pytest tests/ -m {WHOLE_RUNS} -n 2")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselects the :data:`WHOLE_RUNS` tests unless ``$FAITH_WHOLE_RUNS`` is set. One group per costly
+    shared run (see :data:`SESSION_RUNS`), marked before the plugin's trylast hook turns the marks into
+    the node-id suffix that ``--dist loadgroup`` schedules by."""
+    if not os.environ.get(WHOLE_RUNS_ENV):
+        left = [item for item in items if item.get_closest_marker(WHOLE_RUNS) is not None]
+        if left:
+            config.hook.pytest_deselected(items=left)
+            items[:] = [item for item in items if item.get_closest_marker(WHOLE_RUNS) is None]
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         groups = sorted(SESSION_RUNS & names) + [f"{item.path.stem}.{f}" for f in sorted(MODULE_RUNS & names)]

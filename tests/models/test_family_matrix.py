@@ -112,6 +112,7 @@ def _run(built: dict[str, Path], report: Path) -> dict[str, Any]:
     return card
 
 
+@pytest.mark.whole_runs  # every suite on every family: CI's own step (tests/conftest.py)
 @pytest.mark.parametrize("group", [pytest.param(i, marks=pytest.mark.xdist_group(f"family_matrix_{i}"))
                                    for i in range(len(GROUPS))])
 def test_every_suite_runs_on_every_family(group: int, tmp_path: Path) -> None:

@@ -202,6 +202,7 @@ def _assert_same(a: Any, b: Any, where: str = "results", tol: float = 1e-6) -> N
         assert a == b, f"{where}: {a!r} != {b!r}"
 
 
+@pytest.mark.whole_runs  # the small default run again, on Ray actors: CI's own step (tests/conftest.py)
 def test_suite_on_two_ray_actors_records_the_in_process_results(tmp_path: Path,
                                                                 small_default_run: Path) -> None:
     """The default ``pytest suites/`` (all five suites, 6 items per dataset): reference:clip, reference:vlm

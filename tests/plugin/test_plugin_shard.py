@@ -225,6 +225,7 @@ def sharded_equals_unsharded(tmp_path: Path, args: list[str], whole_report: Path
     assert merged.status == whole.status
 
 
+@pytest.mark.whole_runs  # the small default run again, in shards: CI's own step (tests/conftest.py)
 def test_default_suites_sharded_and_merged_equal_unsharded(tmp_path: Path, small_default_run: Path) -> None:
     """Issue 18's "done when": N = 3 on the default suites, on six items per dataset (``SMALL_RUN``; the
     unsharded run is the session's shared ``small_default_run``). What sharding splits and merges does
