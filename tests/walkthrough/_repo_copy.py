@@ -11,12 +11,14 @@ the ``repo_copy`` fixture in ``conftest.py`` builds a copy with :func:`copy_trac
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 #: git's identity for the baseline commit of a copy (no user config is read or needed)
@@ -82,3 +84,21 @@ def imported_from(copy: Path, module: str = "faithtests") -> Path:
                           env=copy_env(copy), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return Path(proc.stdout.strip()).resolve()
+
+
+def tail(proc: subprocess.CompletedProcess[str]) -> str:
+    """Exit status and the end of a command's output, for an assertion message."""
+    return f"exit {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-3000:]}"
+
+
+def run_suite(copy: Path, report: Path, *args: str, suite: str,
+              metric: str) -> tuple[int, dict[str, Any], str]:
+    """``pytest ARGS --faith-report REPORT`` in the copy, which must end with its checks judged (exit 0 or
+    1): its exit status, the one result of ``suite``/``metric`` in the scorecard, the terminal output."""
+    proc = run_in_copy(copy, "pytest", *args, "-p", "no:cacheprovider", "-q", "--faith-report", str(report),
+                       timeout=300)
+    assert proc.returncode in (0, 1), tail(proc)
+    card = json.loads((report / "scorecard.json").read_text(encoding="utf-8"))
+    rows = [r for r in card["results"] if (r["suite"], r["metric"]) == (suite, metric)]
+    assert len(rows) == 1, [(r["suite"], r["metric"], r["slice"]) for r in card["results"]]
+    return proc.returncode, rows[0], proc.stdout

@@ -10,11 +10,10 @@ it (the gate is real); ``faithtests explain`` knows it; ``git status`` shows onl
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from _repo_copy import changed_paths, imported_from, run_in_copy
+from _repo_copy import changed_paths, imported_from, run_in_copy, run_suite, tail
 
 TERMS = "faithtests/protocols/spdfaith/terms.py"
 RESULTS = "faithtests/protocols/spdfaith/results.py"
@@ -42,10 +41,6 @@ means = "the model's count of differences is off by more than one on most edited
 '''
 
 
-def _tail(proc: Any) -> str:
-    return f"exit {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-3000:]}"
-
-
 def _insert(path: Path, before: str, text: str) -> None:
     source = path.read_text(encoding="utf-8")
     assert source.count(before) == 1, f"{path}: the anchor {before!r} moved; update the walkthrough"
@@ -63,14 +58,8 @@ def add_metric(copy: Path) -> None:
 def run_count_test(copy: Path, report: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
     """The suite's count test (gated variant) on the reference VLM in the copy: exit status, the new
     metric's result, the terminal output."""
-    proc = run_in_copy(copy, "pytest", f"suites/test_{SUITE}.py", "-p", "no:cacheprovider", "-q", "-n", "0",
-                       "-k", "test_difference_count and base", "--faith-report", str(report), *extra,
-                       timeout=300)
-    assert proc.returncode in (0, 1), _tail(proc)
-    card = json.loads((report / "scorecard.json").read_text(encoding="utf-8"))
-    rows = [r for r in card["results"] if (r["suite"], r["metric"]) == (SUITE, METRIC)]
-    assert len(rows) == 1, [(r["metric"], r["slice"]) for r in card["results"]]
-    return proc.returncode, rows[0], proc.stdout
+    return run_suite(copy, report, f"suites/test_{SUITE}.py", "-n", "0", "-k",
+                     "test_difference_count and base", *extra, suite=SUITE, metric=METRIC)
 
 
 def test_a_gated_metric_is_its_protocol_folder_and_a_thresholds_entry(repo_copy: Path,
@@ -95,7 +84,7 @@ def test_a_gated_metric_is_its_protocol_folder_and_a_thresholds_entry(repo_copy:
     assert f"{SUITE}/{METRIC} = {row['value']:.3f}" in out and f"fails >= {above:.3f}" in out, out[-3000:]
 
     explained = run_in_copy(copy, "faithtests.cli", "explain", METRIC, timeout=60)
-    assert explained.returncode == 0 and "higher is better" in explained.stdout, _tail(explained)
+    assert explained.returncode == 0 and "higher is better" in explained.stdout, tail(explained)
 
     changed = changed_paths(copy)
     assert changed == {TERMS, RESULTS, THRESHOLDS}, f"a new metric touched more than its protocol: {changed}"

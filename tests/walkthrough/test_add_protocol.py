@@ -15,11 +15,10 @@ caption scores strictly highest.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from _repo_copy import changed_paths, imported_from, run_in_copy
+from _repo_copy import changed_paths, imported_from, run_in_copy, run_suite, tail
 
 PROTOCOL = "faithtests/protocols/toyrank"
 SUITE_FILE = "suites/test_self_retrieval.py"
@@ -253,10 +252,6 @@ REGISTRY_TESTS = (
 )
 
 
-def _tail(proc: Any) -> str:
-    return f"exit {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-3000:]}"
-
-
 def add_toy_protocol(copy: Path) -> None:
     """Exactly the steps of docs/writing-suites.md, "Adding a protocol"."""
     for name, text in TOY_FILES.items():
@@ -266,16 +261,13 @@ def add_toy_protocol(copy: Path) -> None:
         f.write(THRESHOLDS_TABLE)
 
 
-def run_suite(copy: Path, report: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
+def toy_suite(copy: Path, report: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
     """The toy suite on ``reference:clip`` in the copy: exit status, its R1 result, the terminal output."""
-    proc = run_in_copy(copy, "pytest", SUITE_FILE, "-p", "no:cacheprovider", "-q", "--faith-model",
-                       "reference:clip", "--faith-toyrank-images", str(IMAGES), "--faith-report", str(report),
-                       *extra, timeout=300)
-    assert proc.returncode in (0, 1), _tail(proc)
-    card = json.loads((report / "scorecard.json").read_text(encoding="utf-8"))
-    rows = [r for r in card["results"] if (r["suite"], r["metric"]) == ("self_retrieval", "R1")]
-    assert len(rows) == 1 and rows[0]["model"] == "reference:clip", card["results"]
-    return proc.returncode, rows[0], proc.stdout
+    status, r1, out = run_suite(copy, report, SUITE_FILE, "--faith-model", "reference:clip",
+                                "--faith-toyrank-images", str(IMAGES), *extra,
+                                suite="self_retrieval", metric="R1")
+    assert r1["model"] == "reference:clip", r1
+    return status, r1, out
 
 
 def test_a_bundled_protocol_is_one_folder_a_suite_a_table_and_a_test_folder(repo_copy: Path,
@@ -285,18 +277,18 @@ def test_a_bundled_protocol_is_one_folder_a_suite_a_table_and_a_test_folder(repo
 
     add_toy_protocol(copy)
     written = run_in_copy(copy, "faithtests.catalog", "--write-docs", timeout=60)
-    assert written.returncode == 0, _tail(written)
+    assert written.returncode == 0, tail(written)
     assert {line.removeprefix("rewrote ") for line in written.stdout.splitlines()} == GENERATED
 
     # registered from its manifest alone: listed, explained, its option accepted and read (n == IMAGES)
     listed = run_in_copy(copy, "faithtests.catalog", "suites", timeout=60)
     rows = [line.split(None, 1) for line in listed.stdout.splitlines()]
-    assert ["self_retrieval", "ToyRank: Self-retrieval of captions (a walkthrough protocol)"] in rows, _tail(
+    assert ["self_retrieval", "ToyRank: Self-retrieval of captions (a walkthrough protocol)"] in rows, tail(
         listed)
     explained = run_in_copy(copy, "faithtests.cli", "explain", "R1", timeout=60)
-    assert explained.returncode == 0 and "higher is better" in explained.stdout, _tail(explained)
+    assert explained.returncode == 0 and "higher is better" in explained.stdout, tail(explained)
 
-    status, r1, _ = run_suite(copy, tmp_path / "default")
+    status, r1, _ = toy_suite(copy, tmp_path / "default")
     assert status == 0 and r1["verdict"] == "pass", r1
     assert (r1["n"], r1["op"], r1["threshold"], r1["gate_kind"]) == (IMAGES, ">=", 0.5, "floor"), r1
     assert r1["value"] >= 0.5 and r1["higher_is_better"] is True, r1
@@ -305,7 +297,7 @@ def test_a_bundled_protocol_is_one_folder_a_suite_a_table_and_a_test_folder(repo
     above = round(r1["value"] + 0.01, 6)
     mine = tmp_path / "mine.toml"
     mine.write_text(f"[self_retrieval]\nR1 = {above}\n", encoding="utf-8")
-    status, raised, out = run_suite(copy, tmp_path / "raised", "--faith-thresholds", str(mine))
+    status, raised, out = toy_suite(copy, tmp_path / "raised", "--faith-thresholds", str(mine))
     assert status == 1 and raised["verdict"] == "fail", raised
     assert (raised["value"], raised["threshold"], raised["gate_kind"]) == (r1["value"], above, "user"), raised
     assert f"self_retrieval/R1 = {r1['value']:.3f}" in out and f"fails >= {above:.3f}" in out, out[-3000:]
@@ -314,14 +306,14 @@ def test_a_bundled_protocol_is_one_folder_a_suite_a_table_and_a_test_folder(repo
     tests = run_in_copy(copy, "pytest", *REGISTRY_TESTS, "-n", "0", "-p", "no:cacheprovider", "-q",
                         timeout=300)
     failed = [line for line in tests.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
-    assert tests.returncode == 0, f"in the copy, with the new protocol: {failed}\n{_tail(tests)}"
+    assert tests.returncode == 0, f"in the copy, with the new protocol: {failed}\n{tail(tests)}"
 
     # the site: its README is its page, the nav names it (no edit to mkdocs.yml: docs/hooks.py) and the
     # options reference lists its option
     site = tmp_path / "site"
     built = run_in_copy(copy, "mkdocs", "build", "--strict", "-q", "-d", str(site), timeout=120,
                         env={"NO_MKDOCS_2_WARNING": "1"})
-    assert built.returncode == 0, _tail(built)
+    assert built.returncode == 0, tail(built)
     assert (site / "protocols" / "toyrank" / "index.html").is_file()
     assert "ToyRank (suite 6)" in (site / "index.html").read_text(encoding="utf-8")
     assert "--faith-toyrank-images" in (site / "options" / "index.html").read_text(encoding="utf-8")
