@@ -226,7 +226,8 @@ class Faith:
         gates, self._gates = self._gates, []
         labels = (self._model, self._variant, self._family, self._role)
         try:
-            for name, slice_, (self._model, self._variant, self._family, self._role) in gates:
+            for name, slice_, recorded_with in gates:
+                self._model, self._variant, self._family, self._role = recorded_with
                 idx = self._find(name, slice_)
                 if idx is None or self.record.results[idx].op is None:
                     self.check(name, slice=slice_)
