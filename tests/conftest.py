@@ -82,12 +82,12 @@ WHOLE_RUNS = "whole_runs"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Registers :data:`WHOLE_RUNS`. Without ``$FAITH_TEST_CACHE`` (CI sets it to its main job's outputs), the
-    session makes one empty
-    output cache that every suite run given :func:`~faithtests.testing.suite_run.env_cache_args` reads and
-    extends, so a fresh clone computes a bundled model's rows once, not once per test module that runs
-    its suite (CI's way, filled as the tests go). Set by the controller before xdist starts its workers,
-    which inherit it; removed at the end. ``FAITH_TEST_CACHE=`` (set, empty) runs every suite uncached."""
+    """Registers :data:`WHOLE_RUNS`. Without ``$FAITH_TEST_CACHE`` (CI sets it to its main job's outputs),
+    the session makes one empty output cache that every suite run given
+    :func:`~faithtests.testing.suite_run.env_cache_args` reads and extends, so a fresh clone computes a
+    bundled model's rows once, not once per test module that runs its suite (CI's way, filled as the
+    tests go). Set by the controller before xdist starts its workers, which inherit it; removed at the
+    end. ``FAITH_TEST_CACHE=`` (set, empty) runs every suite uncached."""
     config.addinivalue_line("markers", f"{WHOLE_RUNS}: a whole-run matrix; runs only with {WHOLE_RUNS_ENV}=1 "
                             "(CI's own step)")
     if CACHE_ENV in os.environ or hasattr(config, "workerinput"):
