@@ -89,8 +89,8 @@ def protocol_nav() -> list[dict[str, str]]:
     for m in manifests():
         numbers = sorted((n for n, _ in m.questions.values()), key=number_order)  # "2a" before "10"
         label = f"{m.title} (suite{'s' if len(numbers) > 1 else ''} {', '.join(numbers)})"
-        entries.append((number_order(numbers[0]) if numbers else (10**9, ""), m.name,
-                        {label: f"protocols/{m.name}.md"}))
+        page = {label: f"protocols/{m.name}.md"}
+        entries.append((number_order(numbers[0] if numbers else ""), m.name, page))
     return [entry for *_, entry in sorted(entries, key=lambda e: (e[0], e[1]))]
 
 

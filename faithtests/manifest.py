@@ -67,15 +67,14 @@ class Manifest:
 
 def number_order(number: str) -> tuple[int, str]:
     """Sort key of a suite number (``Manifest.questions``): "2a" before "10" (its digits as a number,
-    then the rest)."""
+    then the rest; no number sorts last)."""
     digits = number[:len(number) - len(number.lstrip("0123456789"))]
     return (int(digits) if digits else 10**9, number[len(digits):])
 
 
 def suite_order(found: Iterable[Manifest]) -> tuple[str, ...]:
     """Every suite the manifests run, once, in the order of their first numbers (the product's order)."""
-    numbered = [(number_order(m.questions[s][0]) if s in m.questions else (10**9, ""), s)
-                for m in found for s in m.suites]
+    numbered = [(number_order(m.questions.get(s, ("", ""))[0]), s) for m in found for s in m.suites]
     return tuple(dict.fromkeys(s for _, s in sorted(numbered)))
 
 

@@ -149,7 +149,7 @@ def test_forced_choice_order_accuracy(faith: Faith, s3e_data: S3EData, order: st
     # a generated letter (s3e_data.generated) ties only where the reply names neither A nor B
     faith.invalid(NO_LETTER if s3e_data.generated else "A/B tie (never guessed)", b.n_ties, total=2 * b.n)
     ids = [r.item_id for r in s3e_data.records]
-    rows, correct = order_accuracy(s3e_data.logits[:, :, STRESS], ids, order)
+    rows, correct = order_accuracy(s3e_data.logits[:, :, STRESS], b, ids, order)
     faith.rows(rows, gate=True)  # AB_accuracy in this order gated, the A rate recorded
     faith.outputs("AB_accuracy", _s3e_outputs(s3e_data, correct, (0,) if order == "orig" else (1,)),
                   slice=order)

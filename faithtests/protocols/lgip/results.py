@@ -249,8 +249,8 @@ class StrengthBins:
 
     def rows(self, strength_bin: str, slice_: str) -> list[Row]:
         """The bin's PR (gated: Table 5 per strength bin; a floor for the within-type bins) and E_sens in
-        ``slice_``, then its
-        make-up: PR and E_sens of each flip type in it (``slice_,type=...``), recorded."""
+        ``slice_``, then its make-up: PR and E_sens of each flip type in it (``slice_,type=...``),
+        recorded."""
         out = flip_rows(self.summary.by_bin[strength_bin], slice_, gated=True)
         for t, stats in self.makeup(strength_bin):
             out += flip_rows(stats, f"{slice_},type={t}", weighted=False)

@@ -13,11 +13,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from faithtests.protocols.s3e.metrics import (
+    BehaviourSummary,
     S3ESummary,
     item_rate,
     positive_chosen,
     rate_by_label,
-    stress_behaviour,
     strict_correct,
 )
 from faithtests.scorecard.model import ItemValues
@@ -27,13 +27,13 @@ BoolArray = NDArray[np.bool_]
 ORDERS = ("orig", "swap")  # the option orders: [c+, c] and [c, c+]
 
 
-def order_accuracy(stress_logits: ArrayLike, item_ids: Sequence[str],
+def order_accuracy(stress_logits: ArrayLike, b: BehaviourSummary, item_ids: Sequence[str],
                    order: str) -> tuple[list[Row], BoolArray]:
     """AB_accuracy in ``order`` (Table 6 "Orig." / "Swap": c+ chosen over the stress foil; gated) with its
-    per-item values, and the share of A answers in that order (Table 14, position bias; recorded); and
-    whether c+ was chosen per item."""
+    per-item values, and the share of A answers in that order (Table 14, position bias; recorded; from
+    ``b``, :func:`~faithtests.protocols.s3e.metrics.stress_behaviour` of the same logits); and whether c+
+    was chosen per item."""
     correct = positive_chosen(stress_logits)[:, ORDERS.index(order)]
-    b = stress_behaviour(stress_logits)
     acc = item_rate(correct)
     rows = [Row("AB_accuracy", acc.value, b.n, acc.ci, order,
                 per_item=ItemValues.make(dict(zip(item_ids, correct, strict=True))), gated=True),
