@@ -7,7 +7,9 @@
 #
 # then, on any machine, `faithtests compare --all OUT/cpu.json OUT/cuda.json` applies the noise rule.
 # Where the Python there lacks a dependency, put its wheels in .whl/ (they are installed to /tmp/site;
-# the repository itself stays first on the path). Never part of CI: CI has no GPU.
+# the repository itself stays first on the path): on the workplace's H200 image that was transformers,
+# open_clip_torch, ftfy and wcwidth (open_clip imports ftfy when its tokenizer loads). Never part of
+# CI: CI has no GPU.
 set -uo pipefail
 OUT=${OUT:-/tmp/device-suites}
 mkdir -p "$OUT"
@@ -43,6 +45,10 @@ nvidia-smi --query-gpu=memory.used --format=csv,noheader | sed 's/^/GPU memory a
 python3 -m pytest tests/reliability/test_usage_errors.py tests/plugin/test_plugin_models.py -q \
     -p no:cacheprovider -k "cuda or device" >"$OUT/gpu-library.log" 2>&1
 echo "CUDA-dependent library tests: exit $? ($(tail -1 "$OUT/gpu-library.log"))" | tee -a "$log"
+# the gpu-marked library tests (skipped without CUDA elsewhere)
+python3 -m pytest tests/protocols/spdfaith/test_spdfaith_sage_step.py -q -p no:cacheprovider -m gpu \
+    >"$OUT/gpu-marked.log" 2>&1
+echo "gpu-marked library tests: exit $? ($(tail -1 "$OUT/gpu-marked.log"))" | tee -a "$log"
 # the same machine's CPUs (CPU_LIMIT=0 skips them: compare with a CPU run made elsewhere instead)
 [ "${CPU_LIMIT:-240}" != 0 ] && run_suites cpu "${CPU_LIMIT:-240}"
 uptime | tee -a "$log"
