@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import pytest
 
@@ -152,3 +152,16 @@ def record_setting(config: pytest.Config, name: str, value: Any) -> None:
 def settings(config: pytest.Config) -> dict[str, Any]:
     """The recorded protocol settings, sorted by name."""
     return dict(sorted(config.stash.get(SETTINGS, {}).items()))
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def session_memo(config: pytest.Config, key: pytest.StashKey[dict[K, V]], k: K, make: Callable[[], V]) -> V:
+    """``make()`` once per session for ``k`` (a protocol fixture's per-(model, dataset) data or its
+    dataset's records), kept in the config's stash under ``key``: every test of the session shares it."""
+    cache = config.stash.setdefault(key, {})
+    if k not in cache:
+        cache[k] = make()
+    return cache[k]

@@ -22,18 +22,16 @@ log-probabilities divided by each label's token count are recorded beside the co
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import pytest
 
 from faithtests.protocols import diagnostic_params
+from faithtests.protocols.acbench.exemplars import exemplar, item_outputs
 from faithtests.protocols.acbench.fixtures import ACBENCH_BOOTSTRAP, ACBENCH_VARIANTS, AcData, CecsUnavailable
 from faithtests.protocols.acbench.metrics import lss_curve
-from faithtests.protocols.acbench.records import CONFLICT_SUBSETS, EMOTIONS, AcRecord
+from faithtests.protocols.acbench.records import CONFLICT_SUBSETS, AcRecord
 from faithtests.protocols.acbench.results import (
     CATEGORIES,
-    Boot,
     accuracy_rows,
     aligned,
     categories,
@@ -48,9 +46,9 @@ from faithtests.protocols.acbench.results import (
     tbr_rows,
 )
 from faithtests.protocols.acbench.run import ANSWER_MODES, UNPARSEABLE, Answers
-from faithtests.scorecard.kinds import is_fatal
 from faithtests.scorecard.model import Series
 from faithtests.scorecard.recording import Faith
+from faithtests.stats import Boot
 
 pytestmark = pytest.mark.suite("affective_conflict")
 GATED = ("base", "generation")  # (variant, mode) the thresholds apply to: the paper's answer mode
@@ -88,17 +86,12 @@ def _answers(data: AcData, variant: str, mode: str) -> Answers:
 
 
 def _record_invalid(faith: Faith, data: AcData, *answers: Answers) -> None:
-    for kind, count, total, examples in data.data_invalid():
-        faith.invalid(kind, count, total=total, examples=examples)
+    faith.counted(data.loaded, data.loaded_total)
+    faith.counted(data.usable, data.usable.total)
     for a in answers:
-        c = a.counted
-        for kind, count in sorted(c.invalid.items()):
-            # NaN/inf label log-probabilities: the one non-finite kind, undecorated (fails the checks)
-            label = kind if is_fatal(kind) else f"{kind} [{a.mode}]"
-            # a generated reply that names no label is the paper's "other" (P_oth), the model's answer:
-            # noted without a total, so it never makes a check INSUFFICIENT
-            total = None if (a.mode, kind) == ("generation", UNPARSEABLE) else len(a.ids)
-            faith.invalid(label, count, total=total, examples=c.examples[kind])
+        # a generated reply that names no label is the paper's "other" (P_oth), the model's answer
+        answered = {UNPARSEABLE} if a.mode == "generation" else set()
+        faith.counted(a.counted, len(a.ids), tag=a.mode, untotalled=answered)
 
 
 @pytest.mark.parametrize("variant", diagnostic_params(ACBENCH_VARIANTS, gated=GATED))
@@ -115,7 +108,7 @@ def test_conflict_shares(
     boot = Boot(ACBENCH_BOOTSTRAP, faith_seed)
     shares_all = share_rows(recs, ans, mode, boot)
     faith.rows(shares_all, gate=(variant, mode) == GATED)  # gated: P_img per subset (Tables 5 / 6)
-    faith.outputs(shares_all[0].name, _outputs(recs, ans, rows, [bool(x) for x in onehot[:, 0]]),
+    faith.outputs(shares_all[0].name, item_outputs(recs, ans, rows, [bool(x) for x in onehot[:, 0]]),
                   slice=shares_all[0].slice)  # P_img on Q_conf: one row per conflict record
     by = subset_shares(recs, ans)
     faith.plot(
@@ -126,7 +119,7 @@ def test_conflict_shares(
     )
     faith.items(f"image_aligned_{mode}", {recs[i].item_id: bool(onehot[j, 0]) for j, i in enumerate(rows)})
     followed = [i for j, i in enumerate(rows) if onehot[j, 1]][:4]
-    faith.exemplars([_exemplar(recs[i], ans, i, "followed the description, not the image") for i in followed])
+    faith.exemplars([exemplar(recs[i], ans, i, "followed the description, not the image") for i in followed])
     if (variant, mode) == CONSTRAINED:  # CECS and the constrained mode are recorded, gated by nothing
         norm = _normalised(faith, acbench_data)
         if norm is not None:
@@ -171,9 +164,9 @@ def test_aligned_accuracy(
     acc = accuracy_rows("aligned_acc", hit, [recs[i] for i in rows], mode,
                         Boot(ACBENCH_BOOTSTRAP, faith_seed))
     faith.rows(acc, gate=(variant, mode) == GATED)
-    faith.outputs(acc[0].name, _outputs(recs, ans, rows, [bool(h) for h in hit]), slice=acc[0].slice)
+    faith.outputs(acc[0].name, item_outputs(recs, ans, rows, [bool(h) for h in hit]), slice=acc[0].slice)
     wrong = [i for i, h in zip(rows, hit, strict=True) if not h][:4]
-    faith.exemplars([_exemplar(recs[i], ans, i, "wrong on an aligned record") for i in wrong])
+    faith.exemplars([exemplar(recs[i], ans, i, "wrong on an aligned record") for i in wrong])
 
 
 @pytest.mark.parametrize("mode", diagnostic_params(ANSWER_MODES, gated=GATED))
@@ -298,40 +291,3 @@ def test_cecs_intervention(faith: Faith, acbench_data: AcData, faith_seed: int) 
     faith.rows(conflict_score_rows(recs, s))
     base, cecs = data.answers("base", "constrained"), data.answers("cecs", "constrained")
     faith.rows(cecs_delta_rows(recs, base, cecs, Boot(ACBENCH_BOOTSTRAP, faith_seed)))
-
-
-def _outputs(recs: Sequence[AcRecord], ans: Answers, rows: Sequence[int],
-             outcomes: Sequence[bool]) -> dict[str, dict[str, object]]:
-    """Item-log rows: the image and description, the label answered (with the reply or label
-    log-probabilities), the outcome, and why a row has no label."""
-    out: dict[str, dict[str, object]] = {}
-    for i, o in zip(rows, outcomes, strict=True):
-        r = recs[i]
-        output: dict[str, object] = {"answer": ans.pred[i] or "other"}
-        if ans.replies:
-            output["reply"] = ans.replies[i]
-        if ans.logprobs is not None:
-            output["log p"] = {k: float(v) for k, v in zip(EMOTIONS, ans.logprobs[i], strict=True)}
-        out[r.item_id] = {"inputs": {"image": r.image, "description": r.description or "",
-                                     "y_img": r.image_emotion, "y_txt": r.text_emotion or "",
-                                     "subset": r.subset},
-                          "output": output, "outcome": o, "invalid": ans.kinds[i]}
-    return out
-
-
-def _exemplar(r: AcRecord, ans: Answers, i: int, reason: str) -> dict[str, object]:
-    texts = {
-        "description": r.description or "",
-        "y_img": r.image_emotion,
-        "y_txt": r.text_emotion or "",
-        "subset": r.subset,
-        "answer": ans.pred[i] or "other",
-    }
-    if ans.replies:
-        texts["reply"] = ans.replies[i]
-    scores = (
-        {}
-        if ans.logprobs is None
-        else {f"log p({k})": float(v) for k, v in zip(EMOTIONS, ans.logprobs[i], strict=True)}
-    )
-    return {"image": r.load_image(), "texts": texts, "scores": scores, "reason": f"{reason} ({ans.mode})"}

@@ -21,19 +21,15 @@ each verdict.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 import numpy as np
 import pytest
 
 from faithtests.protocols import diagnostic_params, fail_unscored
-from faithtests.protocols.spdfaith.figures import edits_text, outlined
+from faithtests.protocols.spdfaith.exemplars import contradiction_exemplar, exemplar, item_outputs, unmatched
 from faithtests.protocols.spdfaith.fixtures import SPD_BOOTSTRAP, SpdData
-from faithtests.protocols.spdfaith.judge import Judgement
 from faithtests.protocols.spdfaith.metrics import layer_cosine_band, layer_cosines, verdict_labels
 from faithtests.protocols.spdfaith.records import EDIT_TYPES
 from faithtests.protocols.spdfaith.results import (
-    Boot,
     answered,
     counted,
     counts,
@@ -43,56 +39,21 @@ from faithtests.protocols.spdfaith.results import (
     symmetric,
 )
 from faithtests.protocols.spdfaith.run import NO_NAMING, VARIANTS, Answers
-from faithtests.scorecard.kinds import is_fatal
 from faithtests.scorecard.model import Series
 from faithtests.scorecard.recording import Faith
+from faithtests.stats import Boot
 
 pytestmark = pytest.mark.suite("difference_consistency")
 GATED = "base"  # the variant whose gated rows (results.py: Row.gated) are checked
 
 
 def _record_invalid(faith: Faith, data: SpdData, *answers: Answers) -> None:
-    for kind, count, total, examples in data.data_invalid():
-        faith.invalid(kind, count, total=total, examples=examples)
+    faith.counted(data.loaded, data.loaded_total)
+    faith.counted(data.usable, data.usable.total)
     for a in answers:
-        for kind, count in sorted(a.counted.invalid.items()):
-            # the one non-finite kind stays undecorated: it fails every check of the model (coverage rule).
-            # A count of zero is the model's answer, scored by DS_count (and right on identical pairs), not
-            # an unusable input: noted without a total, so it never makes a check INSUFFICIENT.
-            of = None if kind == NO_NAMING else len(data.usable.records)
-            faith.invalid(kind if is_fatal(kind) else f"{kind} [{a.variant}]", count,
-                          total=of, examples=a.counted.examples[kind])
-
-
-def _exemplar(data: SpdData, i: int, reason: str, texts: dict[str, str],
-              scores: dict[str, float] | None = None) -> dict[str, object]:
-    r = data.usable.records[i]
-    a, b = data.usable.pairs[i]
-    return {"image": outlined(a, r.edits), "image_b": outlined(b, r.edits),
-            "texts": {"pair": r.ref, "ground truth": edits_text(r.edits), **texts},
-            "scores": scores or {}, "reason": reason}
-
-
-def _outputs(data: SpdData, rows: Sequence[int], outcomes: Sequence[bool | float],
-             output: Callable[[int], dict[str, object]]) -> dict[str, dict[str, object]]:
-    """Item-log rows of the pairs ``rows``: the pair's ref and true edits, the model's ``output(i)``."""
-    recs = data.usable.records
-    return {recs[i].item_id: {"inputs": {"image": recs[i].ref, "ground truth": edits_text(recs[i].edits)},
-                              "output": output(i), "outcome": o} for i, o in zip(rows, outcomes, strict=True)}
-
-
-def _unmatched(j: Judgement | None) -> str:
-    if j is None:
-        return ""
-    return "; ".join(c.text for c, m in zip(j.claims, j.matched, strict=True) if m is None)
-
-
-def _contradiction_exemplar(data: SpdData, ans: Answers, i: int) -> dict[str, object]:
-    return _exemplar(data, i, "contradicts itself on the symmetric questions",
-                     {"same?": "Yes" if ans.p_yes_same[i] > 0.5 else "No",
-                      "different?": "Yes" if ans.p_yes_diff[i] > 0.5 else "No"},
-                     {"P(Yes | same?)": float(ans.p_yes_same[i]),
-                      "P(Yes | different?)": float(ans.p_yes_diff[i])})
+        # a count of zero is the model's answer, scored by DS_count (and right on identical pairs), not an
+        # unusable input
+        faith.counted(a.counted, len(data.usable.records), tag=a.variant, untotalled={NO_NAMING})
 
 
 @pytest.mark.parametrize("variant", diagnostic_params(VARIANTS, gated=(GATED,)))
@@ -114,9 +75,10 @@ def test_symmetric_consistency(faith: Faith, spdfaith_data: SpdData, variant: st
     faith.rows(sym.metrics, gate=variant == GATED)  # contradictions per difficulty, DS_exist, false alarms
     faith.items("consistent",
                 {recs[i].item_id: not bool(c) for i, c in zip(rows, sym.contradiction, strict=True)})
-    faith.outputs("contradiction_rate", _outputs(data, rows, [bool(c) for c in sym.contradiction], lambda i: {
+    contradicted = [bool(c) for c in sym.contradiction]
+    faith.outputs("contradiction_rate", item_outputs(data, rows, contradicted, lambda i: {
         "P(Yes | same?)": float(ans.p_yes_same[i]), "P(Yes | different?)": float(ans.p_yes_diff[i])}))
-    faith.exemplars([_contradiction_exemplar(data, ans, rows[j])
+    faith.exemplars([contradiction_exemplar(data, ans, rows[j])
                      for j in np.flatnonzero(sym.contradiction)[:4]])
 
 
@@ -133,10 +95,10 @@ def test_difference_count(faith: Faith, spdfaith_data: SpdData, variant: str, fa
     res = counts(recs, ans, rows, Boot(SPD_BOOTSTRAP, faith_seed))
     faith.rows(res.metrics, gate=variant == GATED)  # DS_count, and on the multi-difference pairs
     faith.items("count_exact", {recs[i].item_id: bool(x) for i, x in zip(rows, res.exact, strict=True)})
-    faith.outputs("DS_count", _outputs(data, rows, [bool(x) for x in res.exact],
+    faith.outputs("DS_count", item_outputs(data, rows, [bool(x) for x in res.exact],
                                        lambda i: {"count": int(ans.count[i]), "true count": recs[i].m}))
     wrong = [rows[j] for j in np.flatnonzero(res.exact == 0)[:4]]
-    faith.exemplars([_exemplar(data, i, "miscounted the differences",
+    faith.exemplars([exemplar(data, i, "miscounted the differences",
                                {"model's count": str(int(ans.count[i])), "true count": str(recs[i].m)})
                      for i in wrong])
 
@@ -163,13 +125,15 @@ def test_difference_naming(faith: Faith, spdfaith_data: SpdData, variant: str, f
     faith.items("claims_all_grounded",
                 {recs[i].item_id: bool(h.all()) for i, h in zip(rows, res.hits, strict=True) if h.size})
     scored = [j for j, x in enumerate(res.drf_item) if np.isfinite(x)]  # DRF's pairs: those with a claim
-    faith.outputs("DRF", _outputs(data, [rows[j] for j in scored], [float(res.drf_item[j]) for j in scored],
-                                  lambda i: {"count": int(ans.count[i]), "reply": ans.replies[i] or "",
-                                             "unmatched claims": _unmatched(ans.judgements[i])}), slice=judge)
+    drf = [float(res.drf_item[j]) for j in scored]
+    faith.outputs("DRF", item_outputs(data, [rows[j] for j in scored], drf,
+                                      lambda i: {"count": int(ans.count[i]), "reply": ans.replies[i] or "",
+                                                 "unmatched claims": unmatched(ans.judgements[i])}),
+                  slice=judge)
     shown = [rows[j] for j, h in enumerate(res.hits) if h.size and not h.all()][:4]
-    faith.exemplars([_exemplar(data, i, "named a difference that is not there",
+    faith.exemplars([exemplar(data, i, "named a difference that is not there",
                                {"prompt count": str(int(ans.count[i])), "reply": ans.replies[i] or "",
-                                "unmatched claims": _unmatched(ans.judgements[i])})
+                                "unmatched claims": unmatched(ans.judgements[i])})
                      for i in shown])
 
 
@@ -232,5 +196,5 @@ def test_edit_pairs(faith: Faith, spdfaith_data: SpdData) -> None:
     for kind in EDIT_TYPES:
         faith.metric("edits", float(edits.count(kind)), n=len(edits), slice=f"type={kind}")
     shown = [next((i for i, r in enumerate(recs) if r.subset == s), None) for s in ("single", "multi")]
-    faith.exemplars([_exemplar(data, i, f"a {recs[i].subset} pair ({recs[i].difficulty or recs[i].m})", {})
+    faith.exemplars([exemplar(data, i, f"a {recs[i].subset} pair ({recs[i].difficulty or recs[i].m})", {})
                      for i in shown if i is not None])

@@ -189,7 +189,7 @@ def test_hidden_stress(faith: Faith, s3e_data: S3EData, faith_seed: int) -> None
                             stress_types=[r.stress_type for r in s3e_data.records],
                             sources=[r.source for r in s3e_data.records], seed=faith_seed)
     faith.rows(hidden_stress(summary), gate=True)  # Δ_lex gated; the other controls, d_p, HSR recorded
-    layers = list(range(len(summary.curves["lex"].mean)))
+    layers: list[float | str] = list(range(len(summary.curves["lex"].mean)))
     faith.plot(f"Δ per layer with 95% CI (frozen layer {selection.layer}, anchor={S3E_ANCHOR})", "line", [
         Series(f"Δ{c}", layers, list(cv.mean), lo=list(cv.lo), hi=list(cv.hi))
         for c, cv in summary.curves.items()], x_label="decoder layer", y_label="Δ (stress − control)")

@@ -28,6 +28,7 @@ import pytest
 from faithtests.protocols import diagnostic_params, fail_unscored
 from faithtests.protocols.imavb.exemplars import exemplar, item_outputs, variant_exemplar
 from faithtests.protocols.imavb.fixtures import PREMISE_BOOTSTRAP, PREMISE_VARIANTS, PremiseData
+from faithtests.protocols.imavb.gap import IN_SAMPLE, GapInputs, representation_gap
 from faithtests.protocols.imavb.metrics import (
     SplitScores,
     majority_share,
@@ -38,14 +39,9 @@ from faithtests.protocols.imavb.metrics import (
 )
 from faithtests.protocols.imavb.pgla import BUDGETS_PP, N_FOLDS, PGLAResult
 from faithtests.protocols.imavb.probes import (
-    cv_accuracy,
     lens_correct,
-    margin_ci,
-    margin_over_text,
-    nested_peak,
     peak_layer,
     probe_margin,
-    residualised_probe,
     tfidf_baseline,
 )
 from faithtests.protocols.imavb.records import SHORT, SPLITS, modality
@@ -76,12 +72,6 @@ from faithtests.scorecard.recording import Faith
 from faithtests.stats import cluster_bootstrap_ci
 
 pytestmark = pytest.mark.suite("premise_rejection")
-#: Public-code variants (ngquangtrung57/imavb, residualized_probing.py), recorded beside the paper's.
-PUBLIC_TFIDF = "public code: unigrams, max 5000 features"
-PUBLIC_RESID = "public code: standardised inputs"
-#: The paper's margin: l* chosen on the same CV curve it is read from (recorded; the gate uses l* chosen
-#: out of sample, ``probes.nested_peak``).
-IN_SAMPLE = "l* in-sample (paper)"
 #: App. I.1's other prompts beside A1; A3 and A5 generate up to 512 / 256 tokens per question, hence
 #: ``slow``. A6/A7 trim a video to its answer timestamp: on images and the world's clips (no timestamp)
 #: they record "not applicable" with the reason.
@@ -94,8 +84,7 @@ def _run(data: PremiseData, variant: str, seed: int) -> ChoiceRun:
 
 
 def _record_invalid(faith: Faith, data: PremiseData) -> None:
-    for kind, count in sorted(data.invalid.items()):
-        faith.invalid(kind, count, total=data.read, examples=data.examples.get(kind, []))
+    faith.counted(data, data.read)
     for split, count in sorted(data.not_applicable.items()):
         faith.invalid(f"{split} not applicable", count, examples=[data.reason])
 
@@ -198,8 +187,10 @@ def test_balanced_accuracy(faith: Faith, premise_data: PremiseData, variant: str
         n_ev = n_stim if rows is None else len(stimuli(run, rows))
     fixed = _scores(c[:, 0].astype(float), run, None, faith_seed)
     _record_boot(faith, fixed, "fixed order")
-    gated = variant == "base"  # Bal, and the rejection gap per modality (a floor: rejecting every premise
-    faith.rows(bal_rows(ss, n_stim, ev, n_ev, fixed), gate=gated)  # passes the misleading split, not this)
+    # Bal, and the rejection gap per modality (a floor: rejecting every premise passes the misleading
+    # split, not this), gated on the base variant
+    gated = variant == "base"
+    faith.rows(bal_rows(ss, n_stim, ev, n_ev, fixed), gate=gated)
     faith.rows(rejection_gap_rows(run, n_resamples=PREMISE_BOOTSTRAP, seed=faith_seed), gate=gated)
     orders: list[float | str] = ["fixed", *(f"shuffle {k}" for k in range(c.shape[1] - 1))]
     if not ss.vision_only:  # Table 14's "Vision–Audio Gap" row: mis_v − mis_a (recorded, not gated)
@@ -227,9 +218,7 @@ def test_prompt_variant(faith: Faith, premise_data: PremiseData, prompt: str, fa
     run = premise_data.run
     for why, count in sorted(vr.not_applicable.items()):
         faith.invalid(f"{prompt} not applicable", count, total=len(run.records), examples=[why])
-    for kind, count in sorted(vr.invalid.items()):
-        total = vr.totals().get(kind, len(vr.records))  # a tie per shuffle: out of K answers per record
-        faith.invalid(kind, count, total=total, examples=vr.examples.get(kind, []))
+    faith.counted(vr, len(vr.records))  # a tie per shuffle: out of K answers per record (its own total)
     at = {r.item_id: i for i, r in enumerate(run.records)}
     rows = np.array([at[r.item_id] for r in vr.records], dtype=np.int64)
     lost = len(run.records) - len(rows)
@@ -259,69 +248,31 @@ def test_representation_action_gap(faith: Faith, premise_data: PremiseData, fait
     run = premise_data.run
     assert run.states is not None, "the A1 run kept no hidden states"
     rows = premise_data.modality_rows("vision")
-    states = run.states[:, rows]
     recs = [run.records[int(i)] for i in rows]
-    y = np.array([r.misleading for r in recs], dtype=int)
-    stim = [r.stimulus_id for r in recs]
-    texts = [r.question for r in recs]
     curve, folds = premise_data.gap_curve(faith_seed, "vision")
-    accs = [p.accuracy for p in curve]
-    layer = peak_layer(accs)
-    probe = curve[layer]
-    hits = (probe.predictions == y).astype(float)
-    faith.metric("probe_acc", probe.accuracy, ci=cluster_bootstrap_ci(hits, stim, seed=faith_seed), n=len(y))
-    faith.metric("l_star", float(layer), n=len(y))
-    faith.metric("probe_acc", accs[-1], n=len(y), slice="final layer")
-    tfidf = tfidf_baseline(texts, y, folds, seed=faith_seed)
-    faith.metric("text_tfidf_acc", tfidf.accuracy, n=len(y))
-    baselines = {"TF-IDF": tfidf.accuracy}
-    predicted = {"TF-IDF": tfidf.predictions}  # each row's held-out answer: the margin's CI
-    public = tfidf_baseline(texts, y, folds, seed=faith_seed, public=True)  # recorded, not gated
-    faith.metric("text_tfidf_acc", public.accuracy, n=len(y), slice=PUBLIC_TFIDF)
+    inputs = GapInputs(run.states[:, rows], np.array([r.misleading for r in recs], dtype=np.int64),
+                       [r.stimulus_id for r in recs], [r.question for r in recs], curve, folds)
     try:
-        emb = premise_data.embeddings()[rows]
+        emb: np.ndarray | str = premise_data.embeddings()[rows]
     except EmbedderUnavailable as e:
-        faith.invalid("sentence-embedding baseline not run", 1, examples=[str(e)])
-    else:
-        sbert = cv_accuracy(emb, y, folds, seed=faith_seed)
-        baselines["SBERT"], predicted["SBERT"] = sbert.accuracy, sbert.predictions
-        faith.metric("text_sbert_acc", sbert.accuracy, n=len(y))
-        res = residualised_probe(states[layer], emb, y, folds, seed=faith_seed)
-        faith.metric("probe_acc_residualised", res.result.accuracy if res.result else float("nan"), n=len(y))
-        pub = residualised_probe(states[layer], emb, y, folds, seed=faith_seed, standardise=True)
-        faith.metric("probe_acc_residualised", pub.result.accuracy if pub.result else float("nan"),
-                     n=len(y), slice=PUBLIC_RESID)  # recorded, not gated
-        for r, where in ((res, "App. L"), (pub, PUBLIC_RESID)):
-            if r.result is None:
-                faith.invalid(
-                    f"residualised probe undefined (null space empty; {where})",
-                    1,
-                    examples=[f"Ridge W spans {max(r.removed_dims)} of {r.hidden_dims} hidden dims"],
-                )
-    faith.metric("behaviour_mis_rejection", mis_rejection(run, rows), n=int(y.sum()))
-    # std_v vs mis_v, one of each per stimulus: balanced 1:1 within modality like Table 16's "Original"
-    # column (Table 3's 1:2 cross-modal probe is another quantity); chance is the majority share
-    chance = majority_share(y)
-    faith.metric("probe_misleading_share", float(y.mean()), n=len(y), higher_is_better=False)
-    nested = nested_peak(states, y, stim, folds, seed=faith_seed)
-    assert nested.predictions is not None
-    faith.metric("probe_margin", margin_over_text(nested.accuracy, baselines, chance), n=len(y),
-                 ci=margin_ci(nested.predictions, predicted, y, stim, chance, n_resamples=PREMISE_BOOTSTRAP,
-                              seed=faith_seed))
-    faith.metric("probe_margin", probe_margin(accs, baselines, chance), n=len(y), slice=IN_SAMPLE)
-    layers: list[float | str] = list(range(len(accs)))
+        emb = str(e)
+    gap = representation_gap(inputs, emb, mis_rejection(run, rows), n_resamples=PREMISE_BOOTSTRAP,
+                             seed=faith_seed)
+    faith.rows(gap.rows, gate=True)
+    for kind, count, examples in gap.invalid:
+        faith.invalid(kind, count, examples=examples)
+    layers: list[float | str] = list(range(len(gap.layer_accuracy)))
     faith.plot(
         "probe accuracy by layer (misleading vs standard), text-only baselines as lines",
         "line",
         [
-            Series("hidden-state probe", layers, accs),
-            *(Series(k, layers, [v] * len(layers)) for k, v in baselines.items()),
+            Series("hidden-state probe", layers, gap.layer_accuracy),
+            *(Series(k, layers, [v] * len(layers)) for k, v in gap.baselines.items()),
         ],
         x_label="decoder layer",
         y_label="held-out accuracy",
     )
     _record_lens(faith, premise_data, layers)
-    faith.check("probe_margin")
 
 
 def _record_lens(faith: Faith, data: PremiseData, layers: list[float | str]) -> None:

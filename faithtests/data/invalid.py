@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from faithtests.scorecard.kinds import NONFINITE, is_fatal, one_vocabulary
 
-__all__ = ["EXAMPLES_PER_KIND", "NONFINITE", "Counted", "CountsInvalid", "invalid_rows", "is_fatal",
+__all__ = ["EXAMPLES_PER_KIND", "NONFINITE", "Counted", "CountsInvalid", "Loaded", "is_fatal",
            "jsonl_files"]
 
 #: Rows named per kind (the scorecard shows them as examples; the count is always complete).
@@ -61,14 +62,19 @@ class Counted(CountsInvalid):
         return cls(dict(part.invalid), {k: list(v) for k, v in part.examples.items()}, part.totals())
 
 
-def invalid_rows(loaded: CountsInvalid, loaded_total: int, checked: CountsInvalid,
-                 checked_total: int) -> list[tuple[str, int, int, list[str]]]:
-    """(kind, count, out of, examples) of a loader's rejections (out of the rows it read, or the kind's
-    own total) and then of a later check's (e.g. images that fail to decode, out of the records it
-    checked), sorted by kind."""
-    return [(k, v, part.totals().get(k, total), part.examples.get(k, []))
-            for part, total in ((loaded, loaded_total), (checked, checked_total))
-            for k, v in sorted(part.invalid.items())]
+R = TypeVar("R")
+
+
+@dataclass
+class Loaded(CountsInvalid, Generic[R]):
+    """A loader's result: the records that passed validation, what did not by kind (``examples`` name
+    the rows), and the rows read (``total``: coverage's denominator). A protocol that needs more (per
+    split counts) subclasses it."""
+
+    records: list[R] = field(default_factory=list)
+    invalid: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+    total: int = 0
 
 
 def jsonl_files(path: Path, what: str) -> list[Path]:

@@ -10,11 +10,12 @@ import json
 import math
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from faithtests.scorecard.gate_kinds import kind_word
+from faithtests.scorecard.kinds import is_fatal
 from faithtests.scorecard.model import Exemplar, ItemValues, MetricResult, passes
 
 THUMBNAIL_SIDE = 128
@@ -220,3 +221,25 @@ def exemplar(i: int, item: Mapping[str, Any], model: str, variant: str) -> Exemp
         texts={str(k): str(v) for k, v in dict(item.get("texts", {})).items()},
         scores=scores, image=images[0], image_b=images[1], model=model, variant=variant,
     )
+
+
+class Counts(Protocol):
+    """A counter of unusable rows by kind (``faithtests.data.invalid.CountsInvalid``, read structurally:
+    the data layer sits above this one)."""
+
+    invalid: dict[str, int]
+    examples: dict[str, list[str]]
+
+    def totals(self) -> dict[str, int]: ...
+
+
+def counted_rows(part: Counts, total: int, tag: str | None, untotalled: Collection[str]
+                 ) -> list[tuple[str, int, int | None, list[str]]]:
+    """(kind, count, out of, examples) per kind of ``part``, sorted by kind: out of ``total`` or the
+    kind's own total; ``tag`` names the answer mode or variant in the kind, except on the one fatal kind
+    (non-finite outputs fail every check of the model, whatever produced them); a kind in ``untotalled``
+    is the model's answer noted (no total), so it never makes a check INSUFFICIENT."""
+    own = part.totals()
+    return [(kind if tag is None or is_fatal(kind) else f"{kind} [{tag}]", n,
+             None if kind in untotalled else own.get(kind, total), part.examples.get(kind, []))
+            for kind, n in sorted(part.invalid.items())]

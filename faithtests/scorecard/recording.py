@@ -10,7 +10,7 @@ one test can record several models/variants side by side.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal, cast
 
@@ -36,9 +36,11 @@ from faithtests.scorecard.model import FaithCheckFailed as FaithCheckFailed  # r
 from faithtests.scorecard.model import FaithInsufficient as FaithInsufficient
 from faithtests.scorecard.record_values import (
     THUMBNAIL_SIDE,
+    Counts,
     call_site,
     check_exemplar,
     count,
+    counted_rows,
     exemplar,
     failure_message,
     finite,
@@ -379,6 +381,12 @@ class Faith:
                            examples=[str(e) for e in examples][:20], model=self._model, variant=self._variant)
         self.record.invalid.append(rec)
         return rec
+
+    def counted(self, part: Counts, total: int, *, tag: str | None = None,
+                untotalled: Collection[str] = ()) -> None:
+        """:meth:`invalid` for every kind a loader or runner counted (:func:`counted_rows` says how)."""
+        for kind, n, of, examples in counted_rows(part, total, tag, untotalled):
+            self.invalid(kind, n, total=of, examples=examples)
 
     def items(self, name: str, outcomes: Mapping[Any, Any]) -> None:
         """Item-level outcomes (bool or number per item id), for item-by-item comparison of runs."""

@@ -20,6 +20,7 @@ from faithtests.protocols.imavb import training as imavb_training
 from faithtests.protocols.imavb.prompts import a1_text
 from faithtests.protocols.s3e import training as s3e_training
 from faithtests.protocols.spdfaith import training as spd_training
+from faithtests.reference.tokenizer import words, world_vocab
 
 PACKAGE = Path(vt.__file__).resolve().parents[1]
 
@@ -39,6 +40,46 @@ def test_every_mixture_names_only_collected_tasks() -> None:
     tasks = vt.training_tasks()
     for name, weights in vt.MIXTURES.items():
         assert set(weights) <= set(tasks), name
+
+
+def test_every_declared_task_is_sampled_by_a_mixture() -> None:
+    """A task a manifest declares that no mixture names would never be trained (the mixtures are the
+    bundled checkpoints' recipe, phase by phase): a new protocol's task fails here, named."""
+    sampled = {task for weights in vt.MIXTURES.values() for task in weights}
+    unsampled = sorted(set(vt.training_tasks()) - sampled)
+    assert not unsampled, (f"training task(s) {unsampled} are in no mixture of "
+                           "faithtests/reference/vlm_tasks.py MIXTURES: the reference VLM never learns them")
+
+
+@pytest.fixture(scope="module")
+def vocabulary() -> dict[str, int]:
+    return world_vocab(lowercase=False)  # the VLM's (cased; the checkpoints save the same one)
+
+
+@pytest.mark.parametrize("task", sorted(vt.training_tasks()))
+def test_every_word_a_task_trains_on_is_in_the_reference_vocabulary(task: str, vocabulary: dict[str, int]
+                                                                     ) -> None:
+    """A prompt or answer word missing from the reference tokenizer's corpus
+    (``faithtests/reference/tokenizer.py``, ``world_corpus``) would be [UNK] to the reference VLM: a
+    protocol whose task asks new words fails here, naming the task and the words."""
+    make = vt.training_tasks()[task]
+    missing: set[str] = set()
+    for policy in vt.POLICIES:
+        rng = np.random.default_rng(0)
+        for _ in range(12):
+            ex = make(rng, policy)
+            missing |= {w for w in words(ex.prompt.text) + words(ex.answer) if w not in vocabulary}
+    assert not missing, f"training task {task!r} asks words the reference vocabulary lacks: {sorted(missing)}"
+
+
+def test_a_new_word_in_a_tasks_prompt_fails_naming_the_task(monkeypatch: pytest.MonkeyPatch,
+                                                             vocabulary: dict[str, int]) -> None:
+    import faithtests.protocols.spdfaith.prompts as spd_prompts
+
+    monkeypatch.setattr(spd_prompts, "COUNT_QUESTION", "How many zorgs are there between the two pictures?")
+    with pytest.raises(AssertionError, match=r"training task 'count' asks words the reference vocabulary "
+                                             r"lacks: \['zorgs'\]"):
+        test_every_word_a_task_trains_on_is_in_the_reference_vocabulary("count", vocabulary)
 
 
 def test_a_task_declared_twice_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:

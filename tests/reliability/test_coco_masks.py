@@ -12,8 +12,6 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from faithtests.data.invalid import Counted, invalid_rows
-
 N_BAD = 12  # more bad annotations than pairs asked for
 
 
@@ -47,13 +45,13 @@ def _coco(root: Path) -> Path:
 def test_bad_annotations_and_empty_masks_count_per_annotation(tmp_path: Path) -> None:
     pytest.importorskip("cv2", reason='opencv-python-headless missing: pip install -e ".[spdfaith]"')
     from faithtests.protocols.spdfaith.coco_edits import build_coco_pairs
+    from faithtests.scorecard.record_values import counted_rows
     from faithtests.scorecard.recording import Faith
 
     pairs = build_coco_pairs(_coco(tmp_path / "coco"), 20, 2, 0, seed=0, cache_dir=tmp_path / "cache",
                              types=("color",))
     n_ann = 5 + N_BAD + 3 + 2
-    counted = invalid_rows(Counted.copy_of(pairs), pairs.total, Counted(), 0)
-    rows = {k: (n, total) for k, n, total, _ in counted}
+    rows = {k: (n, total) for k, n, total, _ in counted_rows(pairs, pairs.total, None, ())}
     assert rows["unknown category"] == (N_BAD, n_ann)  # out of the annotations, not the pairs
     assert rows["bad segmentation"] == (3, n_ann)  # NaN / inf coordinates never reach OpenCV
     # every empty-mask object once, however often the planner tried it (20 singles exhaust every pool,
@@ -61,8 +59,7 @@ def test_bad_annotations_and_empty_masks_count_per_annotation(tmp_path: Path) ->
     assert rows["empty mask"] == (2, 7)
     assert all(n <= total for n, total in rows.values())
     faith = Faith("test_x.py::test_x[coco]", "difference_consistency")
-    for kind, n, total, examples in invalid_rows(Counted.copy_of(pairs), pairs.total, Counted(), 0):
-        faith.invalid(kind, n, total=total, examples=examples)  # raised count-exceeds-total before
+    faith.counted(pairs, pairs.total)  # raised count-exceeds-total before
 
 
 def test_a_nan_pair_is_rejected_once() -> None:

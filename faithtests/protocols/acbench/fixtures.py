@@ -28,8 +28,8 @@ from typing import Any, Final
 import numpy as np
 import pytest
 
-from faithtests.config import run_config
-from faithtests.data.invalid import Counted, invalid_rows
+from faithtests.config import run_config, session_memo
+from faithtests.data.invalid import Counted
 from faithtests.models.interfaces import Hooks, VisionLanguageModel
 from faithtests.protocols.acbench import sources
 from faithtests.protocols.acbench.manifest import CECS_WINDOW, MANIFEST, parse_window
@@ -75,7 +75,7 @@ ACBENCH_VARIANTS: Final = ("base", "cecs")
 #: Prompts run through the hooks for the mass-preservation and below-the-gate checks.
 CHECK_PROMPTS: Final = 4
 _DATA = pytest.StashKey[dict[tuple[str, str], "AcData"]]()
-_RECORDS = pytest.StashKey[dict[str, Any]]()
+_RECORDS = pytest.StashKey[dict[str, Loaded]]()
 _WINDOW = pytest.StashKey["tuple[int, int] | None"]()
 
 
@@ -124,11 +124,6 @@ class AcData:
     def records(self) -> list[AcRecord]:
         """The described records that run (rows of every emotion, text-only and probe result)."""
         return self.usable.records
-
-    def data_invalid(self) -> list[tuple[str, int, int, list[str]]]:
-        """(kind, count, out of, examples) of the loader's rejections (out of the rows read) and of the
-        image check's (out of the records loaded)."""
-        return invalid_rows(self.loaded, self.loaded_total, self.usable, self.usable.total)
 
     # -- answers ------------------------------------------------------------------------------------
     def answers(self, variant: str, mode: AnswerMode) -> Answers:
@@ -289,37 +284,30 @@ def cap_images(loaded: Loaded, n: int | None) -> Loaded:
     return replace(loaded, records=[r for r in loaded.records if r.stimulus_id in keep])
 
 
-def _records(config: pytest.Config, dataset: str) -> Loaded:
-    cache = config.stash.setdefault(_RECORDS, {})
+def _load(config: pytest.Config, dataset: str) -> Loaded:
     run = run_config(config)
-    if dataset not in cache:
-        if dataset == "world":
-            recs = sources.world_records(run.capped(ACBENCH_WORLD_IMAGES, "acbench"), seed=run.seed)
-            cache[dataset] = sources.Loaded(records=recs, total=len(recs))
-        elif dataset == "acbench":
-            cache[dataset] = sources.load_acbench(run.data["acbench"])
-        elif dataset == "emoset":
-            cache[dataset] = sources.load_emoset(run.data["emoset"])
-        else:
-            raise ValueError(f"unknown AC-Bench dataset {dataset!r}")
-    loaded: Loaded = cache[dataset]
-    return loaded if dataset == "world" else cap_images(loaded, run.limit)
+    if dataset == "world":
+        recs = sources.world_records(run.capped(ACBENCH_WORLD_IMAGES, "acbench"), seed=run.seed)
+        return sources.Loaded(records=recs, total=len(recs))
+    if dataset == "acbench":
+        return sources.load_acbench(run.data["acbench"])
+    if dataset == "emoset":
+        return sources.load_emoset(run.data["emoset"])
+    raise ValueError(f"unknown AC-Bench dataset {dataset!r}")
+
+
+def _records(config: pytest.Config, dataset: str) -> Loaded:
+    loaded = session_memo(config, _RECORDS, dataset, lambda: _load(config, dataset))
+    return loaded if dataset == "world" else cap_images(loaded, run_config(config).limit)
 
 
 @pytest.fixture
 def acbench_data(request: pytest.FixtureRequest, faith_vlm: Any) -> AcData:
     """One VLM on one dataset (the usable records; runs on first use), once per session."""
-    dataset = str(request.param)
-    cache = request.config.stash.setdefault(_DATA, {})
-    key = (faith_vlm.spec, dataset)
-    if key not in cache:
-        loaded = _records(request.config, dataset)
-        cache[key] = AcData(
-            dataset,
-            usable(loaded.records),
-            Counted(dict(loaded.invalid), dict(loaded.examples)),
-            max(loaded.total, len(loaded.records)),
-            faith_vlm,
-            request.config.stash.get(_WINDOW, None),
-        )
-    return cache[key]
+    dataset, config = str(request.param), request.config
+
+    def make() -> AcData:
+        loaded = _records(config, dataset)
+        return AcData(dataset, usable(loaded.records), Counted(dict(loaded.invalid), dict(loaded.examples)),
+                      max(loaded.total, len(loaded.records)), faith_vlm, config.stash.get(_WINDOW, None))
+    return session_memo(config, _DATA, (faith_vlm.spec, dataset), make)

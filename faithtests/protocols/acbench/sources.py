@@ -32,11 +32,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from faithtests.data.invalid import CountsInvalid, jsonl_files
+from faithtests.data import invalid
+from faithtests.data.invalid import jsonl_files
 from faithtests.data.loaded import ImageRef
 from faithtests.protocols.acbench.records import EMOTIONS, WORLD_SUBSETS, AcRecord, Subset
 from faithtests.protocols.acbench.stimuli import mood_items
@@ -63,14 +63,8 @@ _SUBSET_ALIASES: dict[Subset, tuple[str, ...]] = {
 _SUBSETS: dict[str, Subset] = {alias: s for s, aliases in _SUBSET_ALIASES.items() for alias in aliases}
 
 
-@dataclass
-class Loaded(CountsInvalid):
-    """Records that passed validation, and what did not, by kind (``examples`` name the rows)."""
-
-    records: list[AcRecord] = field(default_factory=list)
-    invalid: dict[str, int] = field(default_factory=dict)
-    examples: dict[str, list[str]] = field(default_factory=dict)
-    total: int = 0
+#: What the AC-Bench loaders return (the shared loader result, of records).
+Loaded = invalid.Loaded[AcRecord]
 
 
 # ------------------------------------------------------------------------------------------ world

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import pytest
 
-from faithtests.config import record_setting, run_config
+from faithtests.config import record_setting, run_config, session_memo
+from faithtests.data.invalid import CountsInvalid
 from faithtests.models.capabilities import lacks, require
 from faithtests.models.errors import NotApplicable
 from faithtests.models.interfaces import VisionLanguageModel
@@ -75,7 +76,7 @@ AUDIO_NOT_APPLICABLE = (
 )
 NO_SOUNDTRACK = "audio question without a soundtrack in the data: nothing for the model to hear"
 _DATA = pytest.StashKey[dict[tuple[str, str], "PremiseData"]]()
-_RECORDS = pytest.StashKey[dict[tuple[str, bool], Any]]()
+_RECORDS = pytest.StashKey[dict[tuple[str, bool], Loaded]]()
 _FRAMES = pytest.StashKey[int]()
 __all__ = ["IMAVB_FRAMES", "PREMISE_BOOTSTRAP", "PREMISE_VARIANTS", "PremiseData", "parse_frames"]
 
@@ -122,8 +123,9 @@ def runnable(
 
 
 @dataclass
-class PremiseData:
-    """One VLM on one dataset: the A1 run, its lens, what was left out, and cached analyses."""
+class PremiseData(CountsInvalid):
+    """One VLM on one dataset: the A1 run, its lens, what was left out (counted by kind), and cached
+    analyses."""
 
     dataset: str
     run: ChoiceRun
@@ -293,19 +295,17 @@ def world_clips(n: int, seed: int) -> list[PremiseRecord]:
 def _records(config: pytest.Config, dataset: str, hearing: bool) -> Loaded:
     """The dataset's records: the world as one image per scene (image-only model) or as clips with sound
     (a model that hears); IMAVB the same for both (what a prompt carries is the runner's choice)."""
-    cache = config.stash.setdefault(_RECORDS, {})
     run = run_config(config)
-    key = (dataset, hearing and dataset == "world")
-    if key not in cache:
+
+    def load() -> Loaded:
         if dataset == "world" and hearing:
             recs = world_clips(run.capped(PREMISE_CLIP_STIMULI, "imavb-clips"), run.seed)
-            cache[key] = sources.Loaded(records=recs, total=len(recs))
-        elif dataset == "world":
+            return sources.Loaded(records=recs, total=len(recs))
+        if dataset == "world":
             recs = sources.world_records(run.capped(PREMISE_WORLD_STIMULI, "imavb"), seed=run.seed)
-            cache[key] = sources.Loaded(records=recs, total=len(recs))
-        else:
-            cache[key] = load_imavb(run.data["imavb"], n_frames=imavb_frames(config))
-    loaded: Loaded = cache[key]
+            return sources.Loaded(records=recs, total=len(recs))
+        return load_imavb(run.data["imavb"], n_frames=imavb_frames(config))
+    loaded = session_memo(config, _RECORDS, (dataset, hearing and dataset == "world"), load)
     return loaded if dataset == "world" else cap_stimuli(loaded, run.limit)
 
 
@@ -313,28 +313,29 @@ def _records(config: pytest.Config, dataset: str, hearing: bool) -> Loaded:
 def premise_data(request: pytest.FixtureRequest, faith_vlm: Any) -> PremiseData:
     """The A1 run of every record under one VLM and dataset, computed once per session."""
     dataset = str(request.param)
-    cache = request.config.stash.setdefault(_DATA, {})
-    key = (faith_vlm.spec, dataset)
-    if key not in cache:
-        hearing = hears(faith_vlm)
-        loaded = _records(request.config, dataset, hearing)
-        todo, na, reason = runnable(loaded.records, hearing)
-        reason = reason if hearing else AUDIO_NOT_APPLICABLE  # the world's image records hold no audio split
-        generated = generated_by(faith_vlm, run_config(request.config).answer_mode)
-        run = finite_run(run_choice(faith_vlm, todo, generated=generated))
-        lens, lens_reason = (None, "the run kept no hidden states")
-        if run.states is not None and run.records:
-            lens, lens_reason = logit_lens(faith_vlm, run.states)
-        read, invalid = load_counts(loaded, hearing, na)
-        for k, v in run.invalid.items():
-            invalid[k] = invalid.get(k, 0) + v
-        examples = {**loaded.examples, **run.examples}
-        cache[key] = PremiseData(
-            dataset, run, lens, invalid, examples, na, reason, faith_vlm, lens_reason=lens_reason,
-            store=request.getfixturevalue("faith_output_store"),
-            read=read,
-        )
-    return cache[key]
+    return session_memo(request.config, _DATA, (faith_vlm.spec, dataset),
+                        lambda: _premise_data(request, faith_vlm, dataset))
+
+
+def _premise_data(request: pytest.FixtureRequest, faith_vlm: Any, dataset: str) -> PremiseData:
+    hearing = hears(faith_vlm)
+    loaded = _records(request.config, dataset, hearing)
+    todo, na, reason = runnable(loaded.records, hearing)
+    reason = reason if hearing else AUDIO_NOT_APPLICABLE  # the world's image records hold no audio split
+    generated = generated_by(faith_vlm, run_config(request.config).answer_mode)
+    run = finite_run(run_choice(faith_vlm, todo, generated=generated))
+    lens, lens_reason = (None, "the run kept no hidden states")
+    if run.states is not None and run.records:
+        lens, lens_reason = logit_lens(faith_vlm, run.states)
+    read, invalid = load_counts(loaded, hearing, na)
+    for k, v in run.invalid.items():
+        invalid[k] = invalid.get(k, 0) + v
+    examples = {**loaded.examples, **run.examples}
+    return PremiseData(
+        dataset, run, lens, invalid, examples, na, reason, faith_vlm, lens_reason=lens_reason,
+        store=request.getfixturevalue("faith_output_store"),
+        read=read,
+    )
 
 
 def load_counts(loaded: Loaded, hearing: bool, not_applicable: dict[str, int]) -> tuple[int, dict[str, int]]:

@@ -40,8 +40,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
+from faithtests.data import invalid
 from faithtests.data.av_clip import NO_AUDIO
-from faithtests.data.invalid import CountsInvalid
 from faithtests.data.load_errors import read_utf8
 from faithtests.protocols.imavb.records import LETTERS, SPLITS, AudioLoader, PremiseRecord, Split, modality
 from faithtests.protocols.imavb.stimuli import premise_items
@@ -63,13 +63,9 @@ SUBCATEGORY_KEYS = ("misleading_category", "misleading_subcategory", "subcategor
 
 
 @dataclass
-class Loaded(CountsInvalid):
-    """Records that passed validation, and what did not, by kind (``examples`` name the rows)."""
+class Loaded(invalid.Loaded[PremiseRecord]):
+    """The shared loader result, with the rows read and rejected per split."""
 
-    records: list[PremiseRecord] = field(default_factory=list)
-    invalid: dict[str, int] = field(default_factory=dict)
-    examples: dict[str, list[str]] = field(default_factory=dict)
-    total: int = 0
     read_by_split: dict[str, int] = field(default_factory=dict)  # rows read per known split
     rejected_by_split: dict[str, dict[str, int]] = field(default_factory=dict)  # split -> kind -> rows
 

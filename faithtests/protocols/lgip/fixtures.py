@@ -22,7 +22,7 @@ from typing import Any, cast
 import numpy as np
 import pytest
 
-from faithtests.config import run_config
+from faithtests.config import run_config, session_memo
 from faithtests.protocols.lgip.manifest import (
     BIN_SCHEME_CHOICES,
     BINS,
@@ -132,19 +132,17 @@ def family_of_case(case: str) -> str:
 
 
 def _workload(config: pytest.Config, name: str) -> Any:
-    cache = config.stash.setdefault(_WORKLOADS, {})
-    if name not in cache:
+    def load() -> Any:
         run = run_config(config)
         if name == "world":
-            cache[name] = world_workload(run.capped(WORLD_IMAGES, "lgip"), seed=run.seed)
-        elif name == "coco":
-            cache[name] = coco_workload(run.data["coco"], limit=run.limit)
-        elif name == "lgip":
-            cache[name] = lgip_workload(run.data["lgip"], limit=run.limit)
-        else:  # the plugin checked that COCO (its val2017/ holds the images) comes with SugarCrepe
-            cache[name] = sugarcrepe_workload(run.data["sugarcrepe"], run.data["coco"] / "val2017",
-                                              limit=run.limit)
-    return cache[name]
+            return world_workload(run.capped(WORLD_IMAGES, "lgip"), seed=run.seed)
+        if name == "coco":
+            return coco_workload(run.data["coco"], limit=run.limit)
+        if name == "lgip":
+            return lgip_workload(run.data["lgip"], limit=run.limit)
+        # the plugin checked that COCO (its val2017/ holds the images) comes with SugarCrepe
+        return sugarcrepe_workload(run.data["sugarcrepe"], run.data["coco"] / "val2017", limit=run.limit)
+    return session_memo(config, _WORKLOADS, name, load)
 
 
 @dataclass(frozen=True)
@@ -158,16 +156,15 @@ class Scored:
 
 def _scored(request: pytest.FixtureRequest, scorer: Any, name: str, family: str) -> Scored:
     """Scores of one pair family of a dataset's workload (``Scored.workload`` holds only those pairs)."""
-    cache = request.config.stash.setdefault(_SCORED, {})
-    key = (scorer.spec, name, (family,))
-    if key not in cache:
+
+    def make() -> Scored:
         whole = _workload(request.config, name)
         wl = replace(whole, pairs=whole.of_family(family))
         if not wl.pairs:
             raise ValueError(f"dataset {name!r} produced no {family} pairs")
         s = score_pairs(scorer, wl.images, wl.pairs)
-        cache[key] = Scored(wl, s.base, s.perturbed)
-    return cache[key]
+        return Scored(wl, s.base, s.perturbed)
+    return session_memo(request.config, _SCORED, (scorer.spec, name, (family,)), make)
 
 
 @dataclass(frozen=True)
@@ -182,17 +179,15 @@ class Unrelated:
 
 def _unrelated(request: pytest.FixtureRequest, scorer: Any, name: str) -> Unrelated:
     """Scores of the unrelated-caption pairs of a dataset's paraphrase pairs, once per (scorer, dataset)."""
-    cache = request.config.stash.setdefault(_UNRELATED, {})
-    key = (scorer.spec, name)
-    if key not in cache:
+
+    def make() -> Unrelated:
         base_pairs = _workload(request.config, name).of_family("paraphrase")
         if len({p.image_id for p in base_pairs}) < 2:
-            cache[key] = Unrelated((), np.zeros(0), np.zeros(0))
-        else:
-            pairs = unrelated_pairs(base_pairs)
-            s = score_pairs(scorer, _workload(request.config, name).images, pairs)
-            cache[key] = Unrelated(pairs, s.base, s.perturbed)
-    return cache[key]
+            return Unrelated((), np.zeros(0), np.zeros(0))
+        pairs = unrelated_pairs(base_pairs)
+        s = score_pairs(scorer, _workload(request.config, name).images, pairs)
+        return Unrelated(pairs, s.base, s.perturbed)
+    return session_memo(request.config, _UNRELATED, (scorer.spec, name), make)
 
 
 @pytest.fixture(scope="session")

@@ -16,12 +16,12 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pytest
 
-from faithtests.config import run_config
+from faithtests.config import run_config, session_memo
 from faithtests.data.aro import VG_FILES, VGSubset, load_vg
 from faithtests.data.sugarcrepe import load_sugarcrepe
 from faithtests.data.winoground import load_winoground
@@ -43,7 +43,7 @@ S3E_DATASETS = ("sugarcrepe", "aro", "winoground")
 #: Eq. 2's reference state. The paper's scores are "preserve-anchored" (Table 6, §3.3, App. M's 8 passes
 #: per record): S is measured against the c+-vs-c_pres prompt. Another reading of Eq. 2 is a separate
 #: positive-vs-positive prompt ("pos"); both are computed from the same 9-prompt pass, "pres" is reported.
-S3E_ANCHOR = "pres"
+S3E_ANCHOR: Final = "pres"
 #: Fewest strict-correct items for a hidden-stress verdict (S3E App. I.3 keeps low-support runs out of its
 #: claims); below it Δlex is recorded as undefined and its check fails.
 S3E_MIN_SUPPORT = 20
@@ -113,17 +113,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture
 def s3e_data(request: pytest.FixtureRequest, faith_vlm: Any) -> S3EData:
     """A/B logits and pre-answer states of every S3E record under one VLM, computed once per session."""
-    cache = request.config.stash.setdefault(_S3E, {})
-    if faith_vlm.spec not in cache:
+
+    def make() -> S3EData:
         records, images, excluded = _s3e_records(request.config)
         generated = generated_by(faith_vlm, run_config(request.config).answer_mode)
         run = run_forced_choice(faith_vlm, records, lambda r: images[r.item_id](), keep_nonfinite=True,
                                 generated=generated)
         # generated letters come with no states: the white-box half is then not applicable, saying why
         no_states = states_not_read(generated) if generated else lacks(faith_vlm, "hidden_states")
-        cache[faith_vlm.spec] = S3EData(records, images, run.logits, run.states, excluded,
-                                        spec=faith_vlm.spec, no_states=no_states, generated=generated)
-    return cache[faith_vlm.spec]
+        return S3EData(records, images, run.logits, run.states, excluded, spec=faith_vlm.spec,
+                       no_states=no_states, generated=generated)
+    return session_memo(request.config, _S3E, faith_vlm.spec, make)
 
 
 def finite_records(faith: Any, s3e: S3EData, *, states: bool = False) -> S3EData:

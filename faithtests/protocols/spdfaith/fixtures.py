@@ -23,8 +23,8 @@ from typing import Any, Final
 
 import pytest
 
-from faithtests.config import RunConfig, run_config
-from faithtests.data.invalid import Counted, invalid_rows
+from faithtests.config import RunConfig, run_config, session_memo
+from faithtests.data.invalid import Counted
 from faithtests.models.capabilities import require
 from faithtests.models.errors import NotApplicable
 from faithtests.models.interfaces import VisionLanguageModel
@@ -165,29 +165,21 @@ class SpdData:
             raise NotApplicable(self.vlm.spec, "hidden_states", states_not_read(self.generated))
         require(self.vlm, "hidden_states")
 
-    def data_invalid(self) -> list[tuple[str, int, int, list[str]]]:
-        """(kind, count, out of, examples) of the loader's rejections (out of the rows read) and of the
-        image check's (out of the records loaded)."""
-        return invalid_rows(self.loaded, self.loaded_total, self.usable, self.usable.total)
-
 
 def _records(config: pytest.Config, dataset: str) -> Any:
-    cache = config.stash.setdefault(_RECORDS, {})
-    run = run_config(config)
-    if dataset not in cache:
+    def load() -> Any:
+        run = run_config(config)
         if dataset == "world":
             recs = sources.world_records(world_pairs(run), seed=run.seed)
-            cache[dataset] = sources.Loaded(records=recs, total=len(recs))
-        elif dataset == "coco":
+            return sources.Loaded(records=recs, total=len(recs))
+        if dataset == "coco":
             single, multi, same = (run.capped(n) for n in SPD_COCO_PAIRS)
-
             where = run.cache / "spdfaith-coco" if run.cache else default_cache_dir()
-            cache[dataset] = sources.coco_records(run.data["coco"], single, multi, same, run.seed, where)
-        elif dataset == "spdfaith":
-            cache[dataset] = sources.load_spdfaith_bench(run.data["spdfaith"], limit=run.limit)
-        else:
-            raise ValueError(f"unknown SPD-Faith dataset {dataset!r}")
-    return cache[dataset]
+            return sources.coco_records(run.data["coco"], single, multi, same, run.seed, where)
+        if dataset == "spdfaith":
+            return sources.load_spdfaith_bench(run.data["spdfaith"], limit=run.limit)
+        raise ValueError(f"unknown SPD-Faith dataset {dataset!r}")
+    return session_memo(config, _RECORDS, dataset, load)
 
 
 def _vocabulary_judge(dataset: str, loaded: Any) -> Judge:
@@ -199,16 +191,15 @@ def _vocabulary_judge(dataset: str, loaded: Any) -> Judge:
 @pytest.fixture
 def spdfaith_data(request: pytest.FixtureRequest, faith_vlm: Any) -> SpdData:
     """One VLM on one dataset (pairs decoded; answers computed on first use), once per session."""
-    dataset = str(request.param)
-    cache = request.config.stash.setdefault(_DATA, {})
-    key = (faith_vlm.spec, dataset)
-    if key not in cache:
-        loaded = _records(request.config, dataset)
-        judge, sage = request.config.stash[_SETTINGS]
-        cache[key] = SpdData(
+    dataset, config = str(request.param), request.config
+
+    def make() -> SpdData:
+        loaded = _records(config, dataset)
+        judge, sage = config.stash[_SETTINGS]
+        return SpdData(
             dataset, usable(loaded.records), Counted.copy_of(loaded),  # with kinds' own totals (COCO)
             max(loaded.total, len(loaded.records)), faith_vlm,
             judge or _vocabulary_judge(dataset, loaded), sage,
-            generated_by(faith_vlm, run_config(request.config).answer_mode),
+            generated_by(faith_vlm, run_config(config).answer_mode),
         )
-    return cache[key]
+    return session_memo(config, _DATA, (faith_vlm.spec, dataset), make)

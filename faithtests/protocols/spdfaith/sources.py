@@ -36,13 +36,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from PIL import Image
 
-from faithtests.data.invalid import CountsInvalid, jsonl_files
+from faithtests.data import invalid
+from faithtests.data.invalid import jsonl_files
 from faithtests.data.load_errors import DataError
 from faithtests.data.loaded import ImageRef
 from faithtests.protocols.spdfaith.coco_edits import CocoPairs, build_coco_pairs
@@ -66,16 +67,8 @@ _SUBSETS: Final[dict[str, Subset]] = {"single": "single", "multi": "multi", "ide
 _SIZES: Final = {"single": (1, 1), "multi": (2, 5), "identical": (0, 0)}
 
 
-@dataclass
-class Loaded(CountsInvalid):
-    """Valid records, what was rejected by kind (``examples`` name rows), and the rows read."""
-
-    records: list[DiffRecord] = field(default_factory=list)
-    invalid: dict[str, int] = field(default_factory=dict)
-    examples: dict[str, list[str]] = field(default_factory=dict)
-    total: int = 0
-
-
+#: What the SPD-Faith loaders return (the shared loader result, of pairs).
+Loaded = invalid.Loaded[DiffRecord]
 BenchData = Loaded
 
 
