@@ -28,10 +28,9 @@ import pytest
 from faithtests.protocols import diagnostic_params, fail_unscored
 from faithtests.protocols.imavb.exemplars import exemplar, item_outputs, variant_exemplar
 from faithtests.protocols.imavb.fixtures import PREMISE_BOOTSTRAP, PREMISE_VARIANTS, PremiseData
-from faithtests.protocols.imavb.gap import IN_SAMPLE, GapInputs, representation_gap
+from faithtests.protocols.imavb.gap import modality_probe, representation_gap
 from faithtests.protocols.imavb.metrics import (
     SplitScores,
-    majority_share,
     modality_gap,
     per_order_accuracy,
     split_mask,
@@ -40,9 +39,6 @@ from faithtests.protocols.imavb.metrics import (
 from faithtests.protocols.imavb.pgla import BUDGETS_PP, N_FOLDS, PGLAResult
 from faithtests.protocols.imavb.probes import (
     lens_correct,
-    peak_layer,
-    probe_margin,
-    tfidf_baseline,
 )
 from faithtests.protocols.imavb.records import SHORT, SPLITS, modality
 from faithtests.protocols.imavb.results import (
@@ -69,7 +65,6 @@ from faithtests.protocols.imavb.run import (
 )
 from faithtests.scorecard.model import InsufficientData, Series
 from faithtests.scorecard.recording import Faith
-from faithtests.stats import cluster_bootstrap_ci
 
 pytestmark = pytest.mark.suite("premise_rejection")
 #: App. I.1's other prompts beside A1; A3 and A5 generate up to 512 / 256 tokens per question, hence
@@ -244,14 +239,9 @@ def test_prompt_variant(faith: Faith, premise_data: PremiseData, prompt: str, fa
 def test_representation_action_gap(faith: Faith, premise_data: PremiseData, faith_seed: int) -> None:
     """§4.3 on the vision-grounded rows (mis_v vs std_v, the gate's quantity for every model), App. L,
     and the logit lens per split (Table 3's four columns where the model hears)."""
-    premise_data.require_states()
     run = premise_data.run
-    assert run.states is not None, "the A1 run kept no hidden states"
+    inputs = premise_data.gap_inputs(faith_seed, "vision")  # not applicable without hidden states
     rows = premise_data.modality_rows("vision")
-    recs = [run.records[int(i)] for i in rows]
-    curve, folds = premise_data.gap_curve(faith_seed, "vision")
-    inputs = GapInputs(run.states[:, rows], np.array([r.misleading for r in recs], dtype=np.int64),
-                       [r.stimulus_id for r in recs], [r.question for r in recs], curve, folds)
     try:
         emb: np.ndarray | str = premise_data.embeddings()[rows]
     except EmbedderUnavailable as e:
@@ -305,29 +295,13 @@ def test_probe_asymmetry(faith: Faith, premise_data: PremiseData, faith_seed: in
     run = premise_data.run
     if not premise_data.modality_rows("audio").size:
         _not_applicable(premise_data, "the audio-grounded probe")
-    premise_data.require_states()
-    assert run.states is not None, "the A1 run kept no hidden states"
     hits: dict[str, tuple[np.ndarray, list[str]]] = {}
     for target in ("vision", "audio"):
-        rows = premise_data.modality_rows(target)
-        recs = [run.records[int(i)] for i in rows]
-        y = np.array([r.misleading for r in recs], dtype=int)
-        stim = [r.stimulus_id for r in recs]
-        curve, folds = premise_data.gap_curve(faith_seed, target)
-        accs = [p.accuracy for p in curve]
-        layer = peak_layer(accs)
-        h = (curve[layer].predictions == y).astype(float)
-        hits[target] = (h, stim)
-        where = f"{target}-grounded"
-        ci = cluster_bootstrap_ci(h, stim, seed=faith_seed)
-        faith.metric("probe_acc", curve[layer].accuracy, ci=ci, n=len(y), slice=where)
-        faith.metric("l_star", float(layer), n=len(y), slice=where)
-        tfidf = tfidf_baseline([r.question for r in recs], y, folds, seed=faith_seed).accuracy
-        faith.metric("text_tfidf_acc", tfidf, n=len(y), slice=where)
-        chance = majority_share(y)
-        margin = probe_margin(accs, {"TF-IDF": tfidf}, chance)
-        faith.metric("probe_margin", margin, n=len(y), slice=f"{where}, {IN_SAMPLE}")
-        faith.metric("behaviour_mis_rejection", mis_rejection(run, rows), n=int(y.sum()), slice=where)
+        inputs = premise_data.gap_inputs(faith_seed, target)  # not applicable without hidden states
+        rejected = mis_rejection(run, premise_data.modality_rows(target))
+        probe = modality_probe(inputs, rejected, seed=faith_seed, where=f"{target}-grounded")
+        faith.rows(probe.rows)
+        hits[target] = (probe.hits, inputs.stimuli)
     gap = modality_gap(*hits["vision"], *hits["audio"], n_resamples=PREMISE_BOOTSTRAP, seed=faith_seed)
     _record_empty(faith, gap.empty_resamples, "probe asymmetry")
     faith.metric("probe_asymmetry", gap.gap, ci=gap.ci, n=gap.n_vision + gap.n_audio, higher_is_better=False)

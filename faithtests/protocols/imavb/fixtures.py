@@ -39,9 +39,10 @@ from faithtests.models.errors import NotApplicable
 from faithtests.models.interfaces import VisionLanguageModel
 from faithtests.models.letters import generated_by, states_not_read
 from faithtests.protocols.imavb import sources
+from faithtests.protocols.imavb.gap import GapInputs
 from faithtests.protocols.imavb.manifest import FRAMES, IMAVB_FRAMES, MANIFEST, parse_frames
 from faithtests.protocols.imavb.pgla import GateProbe, PGLAResult, pgla_cv, pgla_gate, pgla_layer
-from faithtests.protocols.imavb.probes import Folds, ProbeResult, group_folds, layer_curve
+from faithtests.protocols.imavb.probes import group_folds, layer_curve
 from faithtests.protocols.imavb.records import PremiseRecord, modality
 from faithtests.protocols.imavb.run import (
     ChoiceRun,
@@ -142,7 +143,7 @@ class PremiseData(CountsInvalid):
     _pgla_layer: dict[int, tuple[int, tuple[float, ...]]] = field(default_factory=dict)
     _pgla_gate: dict[int, GateProbe] = field(default_factory=dict)
     _pgla_run: dict[int, ChoiceRun] = field(default_factory=dict)
-    _gap: dict[tuple[int, str], tuple[list[ProbeResult], Folds]] = field(default_factory=dict)
+    _gap: dict[tuple[int, str], GapInputs] = field(default_factory=dict)
     _emb: np.ndarray | None = None
     _prompts: dict[str, VariantRun] = field(default_factory=dict)
 
@@ -171,10 +172,10 @@ class PremiseData(CountsInvalid):
         """Indices of the records whose question targets ``target`` ("vision" or "audio")."""
         return np.flatnonzero([modality(r.split) == target for r in self.run.records]).astype(np.int64)
 
-    def gap_curve(self, seed: int, target: str = "vision") -> tuple[list[ProbeResult], Folds]:
-        """The §4.3 gap analysis's probe per layer within one modality (mis_v vs std_v, or mis_a vs
-        std_a, on :meth:`modality_rows`; 4-fold CV grouped by stimulus) and its folds (indices into
-        those rows); computed once."""
+    def gap_inputs(self, seed: int, target: str = "vision") -> GapInputs:
+        """The §4.3 gap analysis's rows within one modality (mis_v vs std_v, or mis_a vs std_a, on
+        :meth:`modality_rows`): their states, labels, stimuli and questions, the probe per layer and its
+        folds (4-fold CV grouped by stimulus; indices into those rows); computed once."""
         if (seed, target) not in self._gap:
             self.require_states()
             if self.run.states is None:
@@ -182,10 +183,11 @@ class PremiseData(CountsInvalid):
             rows = self.modality_rows(target)
             recs = [self.run.records[int(i)] for i in rows]
             y = np.array([r.misleading for r in recs], dtype=np.int64)
-            folds = group_folds(y, [r.stimulus_id for r in recs], seed=seed,
-                                what=f"the §4.3 {target}-grounded probe")
-            curve = layer_curve(self.run.states[:, rows], y, folds, seed=seed)
-            self._gap[seed, target] = (curve, folds)
+            stim = [r.stimulus_id for r in recs]
+            folds = group_folds(y, stim, seed=seed, what=f"the §4.3 {target}-grounded probe")
+            states = self.run.states[:, rows]
+            curve = layer_curve(states, y, folds, seed=seed)
+            self._gap[seed, target] = GapInputs(states, y, stim, [r.question for r in recs], curve, folds)
         return self._gap[seed, target]
 
     def embeddings(self) -> np.ndarray:

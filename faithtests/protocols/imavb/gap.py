@@ -65,6 +65,37 @@ class Gap:
     baselines: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ModalityProbe:
+    """One modality's probe (§4.3's modality-specific probes): its rows, sliced by ``where``, and each
+    row's held-out hit at l* (for the asymmetry's bootstrap over stimuli)."""
+
+    rows: list[Row]
+    hits: NDArray[np.float64]
+
+
+def _at_peak(g: GapInputs, seed: int, where: str | None) -> tuple[list[Row], NDArray[np.float64]]:
+    """The probe at l* (the first peak of the CV curve) with its CI over stimuli, and l* itself."""
+    accs = [p.accuracy for p in g.curve]
+    layer = peak_layer(accs)
+    hits = (g.curve[layer].predictions == g.y).astype(float)
+    ci = cluster_bootstrap_ci(hits, g.stimuli, seed=seed)
+    return [Row("probe_acc", g.curve[layer].accuracy, len(g.y), ci=ci, slice=where),
+            Row("l_star", float(layer), len(g.y), slice=where)], hits
+
+
+def modality_probe(g: GapInputs, mis_rejection: float, *, seed: int, where: str) -> ModalityProbe:
+    """The probe at l* against its own TF-IDF baseline (the in-sample margin, as the paper reads it) and
+    the behaviour on the same rows: recorded, not gated (Table 3's probes are 1:2, these 1:1)."""
+    rows, hits = _at_peak(g, seed, where)
+    tfidf = tfidf_baseline(g.texts, g.y, g.folds, seed=seed).accuracy
+    margin = probe_margin([p.accuracy for p in g.curve], {"TF-IDF": tfidf}, majority_share(g.y))
+    rows += [Row("text_tfidf_acc", tfidf, len(g.y), slice=where),
+             Row("probe_margin", margin, len(g.y), slice=f"{where}, {IN_SAMPLE}"),
+             Row("behaviour_mis_rejection", mis_rejection, int(g.y.sum()), slice=where)]
+    return ModalityProbe(rows, hits)
+
+
 def representation_gap(g: GapInputs, embeddings: NDArray[Any] | str, mis_rejection: float, *,
                        n_resamples: int, seed: int) -> Gap:
     """§4.3's probe at l*, its text-only baselines (TF-IDF, and all-MiniLM-L6-v2 ``embeddings`` unless
@@ -74,9 +105,7 @@ def representation_gap(g: GapInputs, embeddings: NDArray[Any] | str, mis_rejecti
     n, y = len(g.y), g.y
     accs = [p.accuracy for p in g.curve]
     layer = peak_layer(accs)
-    hits = (g.curve[layer].predictions == y).astype(float)
-    rows = [Row("probe_acc", g.curve[layer].accuracy, n, ci=cluster_bootstrap_ci(hits, g.stimuli, seed=seed)),
-            Row("l_star", float(layer), n), Row("probe_acc", accs[-1], n, slice="final layer")]
+    rows = _at_peak(g, seed, None)[0] + [Row("probe_acc", accs[-1], n, slice="final layer")]
     tfidf = tfidf_baseline(g.texts, y, g.folds, seed=seed)
     public = tfidf_baseline(g.texts, y, g.folds, seed=seed, public=True)
     rows += [Row("text_tfidf_acc", tfidf.accuracy, n),

@@ -104,7 +104,7 @@ def test_premise_data_chooses_pgla_l_star_on_the_probe_training_stimuli() -> Non
     run = ChoiceRun(recs, ("fixed", 0, 1, 2), logits, np.tile(np.arange(6), (n, 4, 1)), states, total=n)
     data = _data(run)
     assert data.pgla(0).layer == 2 and data.pgla(0, "fixed").layer == 2
-    curve, _ = data.gap_curve(0)
+    curve = data.gap_inputs(0).curve
     assert int(np.argmax([c.accuracy for c in curve])) == 1
     pg = data.pgla_run(0)  # the offline variant: eval rows only, every order adjusted
     assert len(pg.records) == len(data.pgla(0).eval_rows) and pg.logits.shape[1:] == (4, 6)
@@ -123,7 +123,8 @@ def _margin(run: ChoiceRun, seed: int) -> tuple[float, list[float], dict[str, fl
     floor); ``accs`` is the in-sample curve, for the message."""
     data = _data(run)
     y = np.array([r.misleading for r in run.records], dtype=int)
-    curve, folds = data.gap_curve(seed)
+    g = data.gap_inputs(seed)
+    curve, folds = g.curve, g.folds
     accs = [c.accuracy for c in curve]
     texts = [r.question for r in run.records]
     baselines = {"TF-IDF": tfidf_baseline(texts, y, folds, seed=seed).accuracy}
@@ -145,7 +146,8 @@ def test_nested_peak_removes_the_selection_bias_of_the_in_sample_peak() -> None:
     stim = [r.stimulus_id for r in recs]
     data = _data(ChoiceRun(recs, ("fixed",), np.zeros((len(recs), 1, 6)), np.zeros((len(recs), 1, 6), int),
                            h.astype(np.float32), total=len(recs)))
-    curve, folds = data.gap_curve(3)
+    g = data.gap_inputs(3)
+    curve, folds = g.curve, g.folds
     in_sample = probe_margin([c.accuracy for c in curve], {"none": 0.0}, 0.5)
     out = nested_peak(h, y, stim, folds, seed=3)
     assert in_sample == pytest.approx(0.0575) and margin_over_text(out.accuracy, {"none": 0.0}, 0.5) < 0.05

@@ -12,6 +12,7 @@ from faithtests.protocols.imavb.gap import (
     PUBLIC_TFIDF,
     Gap,
     GapInputs,
+    modality_probe,
     representation_gap,
 )
 from faithtests.protocols.imavb.probes import group_folds, layer_curve, nested_peak
@@ -72,3 +73,18 @@ def test_embeddings_that_carry_the_label_raise_the_bar() -> None:
     assert _row(gap, "probe_margin").value == pytest.approx(nested.accuracy - 1.0)
     assert _row(gap, "probe_acc_residualised") and _row(gap, "probe_acc_residualised", PUBLIC_RESID)
     assert gap.invalid == []
+
+
+def test_a_modality_probe_is_sliced_by_its_modality_and_gates_nothing() -> None:
+    """§4.3's modality-specific probe: the probe at l* with its held-out hits (the asymmetry's bootstrap
+    reads them), its own TF-IDF baseline and the in-sample margin over max(chance, TF-IDF) = 0.5 here."""
+    g = _inputs()
+    probe = modality_probe(g, 0.4, seed=0, where="audio-grounded")
+    assert [(r.name, r.slice) for r in probe.rows] == [
+        ("probe_acc", "audio-grounded"), ("l_star", "audio-grounded"), ("text_tfidf_acc", "audio-grounded"),
+        ("probe_margin", f"audio-grounded, {IN_SAMPLE}"), ("behaviour_mis_rejection", "audio-grounded")]
+    assert not any(r.gated for r in probe.rows)
+    accs = [p.accuracy for p in g.curve]
+    assert probe.rows[0].value == accs[2] == probe.hits.mean() and probe.rows[0].ci is not None
+    assert probe.rows[3].value == pytest.approx(accs[2] - 0.5)
+    assert probe.rows[4].value == 0.4 and probe.rows[4].n == 60
