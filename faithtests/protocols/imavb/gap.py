@@ -1,11 +1,13 @@
-"""What the representation–action gap test records (IMAVB §4.3, App. L), from one modality's probes.
+"""What the representation–action gap tests record (IMAVB §4.3, App. L), from one modality's probes.
 
-A pure function over the hidden states of the vision-grounded rows (mis_v vs std_v, one of each per
-stimulus), their per-layer probe curve and folds (:func:`~faithtests.protocols.imavb.probes.layer_curve`,
-computed once per run by the data fixture) and the question texts' sentence embeddings: the probe at l*,
-the text-only baselines, the residualised probe, and the gated ``probe_margin`` (l* chosen out of sample,
+Pure functions over one modality's rows (:class:`GapInputs`: mis_v vs std_v or mis_a vs std_a, one of
+each per stimulus, with their per-layer probe curve and folds from
+:func:`~faithtests.protocols.imavb.probes.layer_curve`, computed once per run by the data fixture).
+:func:`representation_gap`, on the vision-grounded rows: the probe at l*, the text-only baselines, the
+residualised probe, and the gated ``probe_margin`` (l* chosen out of sample,
 :func:`~faithtests.protocols.imavb.probes.nested_peak`; the paper's in-sample margin recorded beside
-it). The public code's variants are rows with their own slice, recorded and not gated.
+it). :func:`modality_probe`: one modality's probe for the asymmetry, recorded only. The public code's
+variants are rows with their own slice, recorded and not gated.
 """
 
 from __future__ import annotations
@@ -98,10 +100,11 @@ def modality_probe(g: GapInputs, mis_rejection: float, *, seed: int, where: str)
 
 def representation_gap(g: GapInputs, embeddings: NDArray[Any] | str, mis_rejection: float, *,
                        n_resamples: int, seed: int) -> Gap:
-    """§4.3's probe at l*, its text-only baselines (TF-IDF, and all-MiniLM-L6-v2 ``embeddings`` unless
-    they are the reason they could not be computed), App. L's residualised probe, and the margin over the
-    best baseline floored at chance (the majority share: one of each per stimulus is 1:1, like Table 16's
-    "Original" column; Table 3's 1:2 cross-modal probe is another quantity)."""
+    """§4.3's probe at l*, its text-only baselines (TF-IDF, and all-MiniLM-L6-v2 on ``embeddings``; a
+    string there is why they could not be computed: counted, and no SBERT or residualised row is made),
+    App. L's residualised probe, and the margin over the best baseline floored at chance (the majority
+    share: one of each per stimulus is 1:1, like Table 16's "Original" column; Table 3's 1:2 cross-modal
+    probe is another quantity)."""
     n, y = len(g.y), g.y
     accs = [p.accuracy for p in g.curve]
     layer = peak_layer(accs)
