@@ -308,6 +308,6 @@ def acbench_data(request: pytest.FixtureRequest, faith_vlm: Any) -> AcData:
 
     def make() -> AcData:
         loaded = _records(config, dataset)
-        return AcData(dataset, usable(loaded.records), Counted(dict(loaded.invalid), dict(loaded.examples)),
+        return AcData(dataset, usable(loaded.records), Counted.copy_of(loaded),
                       max(loaded.total, len(loaded.records)), faith_vlm, config.stash.get(_WINDOW, None))
     return session_memo(config, _DATA, (faith_vlm.spec, dataset), make)
