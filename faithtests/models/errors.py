@@ -45,7 +45,7 @@ FEATURES: dict[str, str] = {
     "hooks": "inference-time interventions inside the model (attention, FFN, logit adjusters)",
     "logprobs": "log-probabilities of the first answer token's alternatives (option logits)",
     "answer_scores": "the log-probability of a given answer (not one the model generated)",
-    "media_parts": "video and audio parts in a request",
+    "media_parts": "video and audio parts in a request (a clip with its soundtrack)",
 }
 
 

@@ -14,6 +14,9 @@ What an endpoint gives is found once at load by a probe request (one small image
   prompt token's log-probability), else it gets the lowest listed log-probability, nudged below it: an
   upper bound, so the argmax over the options stays exact whenever one letter is listed; their softmax
   is then a bound, and :attr:`OpenAIModel.bounded` counts such letters;
+- ``media``: whether the endpoint takes a clip with its soundtrack (:mod:`.api_media`, one more probe
+  request); then :attr:`OpenAIModel.accepts_audio`, and a suite sends it clips with their soundtracks as
+  to an in-process omni model, else a clip or audio prompt is not applicable with the server's words;
 - hidden states, attention, hooks and full-answer log-probabilities: not applicable, with the reason.
 
 The key is read from ``$FAITH_API_KEY`` (else ``$OPENAI_API_KEY``; a local server needs none); it is
@@ -45,6 +48,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from faithtests.models.api_estimate import Tally, add_model, estimating
+from faithtests.models.api_media import has_media, media_parts, media_request, probe_prompt
+from faithtests.models.api_replies import server_says, server_version, top_logprobs
 from faithtests.models.capabilities import require
 from faithtests.models.errors import EndpointError, ModelSpecError, NotApplicable
 from faithtests.models.interfaces import Attentions, Decision, Hooks, Prompt
@@ -93,9 +98,11 @@ def data_url(image: Image.Image) -> str:
 
 
 def chat_messages(prompt: Prompt) -> list[dict[str, Any]]:
-    """One user turn: the images, then the text with its description laid out as in-process."""
+    """One user turn: the images, the video and audio (:mod:`.api_media`), then the text with its
+    description laid out as in-process."""
     content: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": data_url(im)}}
                                      for im in prompt.images]
+    content += media_parts(prompt)
     content.append({"type": "text", "text": user_text(prompt)})
     return [{"role": "user", "content": content}]
 
@@ -134,14 +141,22 @@ class OpenAIModel:
                               max_retries=self.max_retries)
 
     # ------------------------------------------------------------------------------ calls
+    @property
+    def accepts_audio(self) -> bool:
+        """Whether the endpoint took the probe's clip with its soundtrack (:mod:`.api_media`): then a
+        suite sends it each clip with its audio, as to an in-process omni model."""
+        return self.capabilities.get("media_parts") == "yes"
+
     def _sendable(self, prompt: Prompt) -> None:
-        if prompt.video or prompt.audio is not None:
-            raise NotApplicable(self.spec, "media_parts", "the openai: adapter sends images and text only "
-                                "(no video or audio parts yet)")
+        if has_media(prompt) and not self.accepts_audio:
+            raise NotApplicable(self.spec, "media_parts", self.capabilities.get(
+                "media_parts", "the endpoint was not probed for video and audio parts"))
 
     def _complete(self, prompt: Prompt, max_tokens: int, logprobs: bool) -> Any:
         self._sendable(prompt)
         extra: dict[str, Any] = {"logprobs": True, "top_logprobs": TOP_LOGPROBS} if logprobs else {}
+        if media := media_request(prompt):
+            extra["extra_body"] = media
         return self._create(messages=chat_messages(prompt), max_tokens=max_tokens, temperature=0.0,
                             seed=SEED, **extra)
 
@@ -271,10 +286,20 @@ class OpenAIModel:
                        "system_fingerprint": str(getattr(with_image, "system_fingerprint", "") or "")}
         self.served["version"] = server_version(self.base_url)
         self.capabilities["images"] = "yes"
-        self.capabilities["logprobs"] = "yes" if _top(with_image) else (
+        self.capabilities["logprobs"] = "yes" if top_logprobs(with_image) else (
             "the endpoint accepted logprobs=True but returned no top_logprobs")
         self.capabilities["reply_scores"] = self._probe_reply_scores(probe)
+        self.capabilities["media_parts"] = self._probe_media()
         self.probe_requests = self.requests
+
+    def _probe_media(self) -> str:
+        """"yes" when the endpoint takes a clip with its soundtrack (:mod:`.api_media`), else why not."""
+        self.capabilities["media_parts"] = "yes"  # so _sendable lets the probe's own clip through
+        try:
+            self._complete(probe_prompt(), 1, logprobs=False)
+        except Exception as err:  # an endpoint without video or audio input: its own words
+            return f"the endpoint refused a video with its soundtrack: {server_says(err)}"
+        return "yes"
 
     def _probe_reply_scores(self, probe: Prompt) -> str:
         """"yes" when the endpoint scores a given one-letter reply (module doc), else why not."""
@@ -328,7 +353,7 @@ class OpenAIModel:
         require(self, "logprobs")  # found at load: transformers serve returns none
 
         def one(p: Prompt) -> torch.Tensor:
-            top = _top(self._complete(p, 1, logprobs=True))
+            top = top_logprobs(self._complete(p, 1, logprobs=True))
             best: dict[str, float] = {}
             for token, logprob in top:  # " A" and "A" are the same letter; keep the likelier spelling
                 key = token.strip()
@@ -385,41 +410,6 @@ class OpenAIModel:
     def fingerprint(self) -> dict[str, Any]:
         return {"spec": self.spec, "kind": "openai-compatible endpoint", "base_url": self.base_url,
                 "served": dict(self.served), "capabilities": dict(self.capabilities)}
-
-
-def _top(response: Any) -> list[tuple[str, float]]:
-    """(token, logprob) of the first generated token's alternatives; [] when the endpoint gave none."""
-    try:
-        content = response.choices[0].logprobs.content
-        first = content[0]
-    except (AttributeError, IndexError, TypeError):
-        return []
-    alts = list(first.top_logprobs or [])
-    return [(str(a.token), float(a.logprob)) for a in alts] or [(str(first.token), float(first.logprob))]
-
-
-def server_version(base_url: str) -> str:
-    """``GET <root>/version`` (vLLM answers ``{"version": ...}``), "" where the server has none."""
-    import json  # local: only at load
-    import urllib.request  # local: only at load
-
-    root = base_url.removesuffix("/v1")
-    try:
-        with urllib.request.urlopen(f"{root}/version", timeout=5) as r:
-            return str(json.loads(r.read()).get("version", ""))
-    except (OSError, ValueError, AttributeError):  # no such route (transformers serve, hosted APIs)
-        return ""
-
-
-def server_says(err: BaseException) -> str:
-    """The error with what the server said (its JSON body's ``detail`` / ``message``), not just a code."""
-    if isinstance(err, EndpointError) and err.__cause__ is not None:  # the server's words, once
-        err = err.__cause__
-    body = getattr(err, "body", None)
-    if isinstance(body, dict):
-        said = body.get("detail") or body.get("message") or body.get("error") or body
-        return f"{err}: {said}" if str(said) not in str(err) else str(err)
-    return str(err)
 
 
 def _no_hooks(spec: str, hooks: Hooks | None) -> None:

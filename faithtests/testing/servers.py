@@ -25,6 +25,8 @@ READY_S = 300.0
 VENVS = {"serve": ("FAITH_SERVE_VENV", ".venv-serve"), "vllm": ("FAITH_VLLM_VENV", ".venv-vllm")}
 #: The model name vLLM serves the reference VLM under (transformers serve pins the path it was given).
 VLLM_NAME = "reference-vlm"
+#: ... and the reference omni model.
+OMNI_NAME = "reference-omni"
 
 
 def venv(kind: str) -> Path:
@@ -39,9 +41,45 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def command(kind: str, model_dir: Path, port: int) -> tuple[list[str], str]:
-    """(the command line serving ``model_dir`` on ``port``, the model name its API answers to)."""
+def omni_for_vllm(model_dir: Path, dst: Path) -> Path:
+    """The reference omni model (a bare Qwen2.5-Omni *thinker*) as vLLM loads one: vLLM registers the
+    whole ``Qwen2_5OmniModel`` (thinker + talker), whose config nests the thinker's and whose weights
+    carry a ``thinker.`` prefix. Without a talker it serves text answers, which is all the suites read.
+    Same weights, same processor files; written to ``dst``."""
+    import json  # local: test-server helpers, imported only where a server is started
+    import shutil  # local: as above
+
+    from safetensors.numpy import load_file, save_file  # local: as above
+
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in model_dir.iterdir():
+        if f.is_file() and f.name not in ("config.json", "model.safetensors"):
+            shutil.copy(f, dst / f.name)
+    thinker = json.loads((model_dir / "config.json").read_text())
+    wrapped = {"architectures": ["Qwen2_5OmniModel"], "model_type": "qwen2_5_omni",
+               "enable_audio_output": False, "dtype": thinker.get("dtype"),
+               "tie_word_embeddings": thinker.get("tie_word_embeddings", False), "thinker_config": thinker}
+    (dst / "config.json").write_text(json.dumps(wrapped, indent=1))
+    weights = load_file(model_dir / "model.safetensors")
+    save_file({f"thinker.{k}": v for k, v in weights.items()}, dst / "model.safetensors",
+              metadata={"format": "pt"})
+    return dst
+
+
+def command(kind: str, model_dir: Path, port: int, omni: bool = False) -> tuple[list[str], str]:
+    """(the command line serving ``model_dir`` on ``port``, the model name its API answers to).
+    ``omni``: vLLM serving :func:`omni_for_vllm`'s copy with its own Qwen2.5-Omni implementation,
+    which takes video and audio (the transformers backend takes images only); per-request
+    ``mm_processor_kwargs`` allowed, so a clip can carry ``use_audio_in_video``
+    (:mod:`~faithtests.models.api_media`)."""
     v = venv(kind)
+    if omni:
+        if kind != "vllm":
+            raise ValueError("the omni model is served by vLLM only here: transformers serve needs "
+                             "torchcodec to decode a video, whose wheels need CUDA's torch")
+        return [str(v / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server", "--model",
+                str(model_dir), "--served-model-name", OMNI_NAME, "--dtype", "float32",
+                "--trust-request-mm-kwargs", "--host", "127.0.0.1", "--port", str(port)], OMNI_NAME
     if kind == "serve":
         # float32 like the in-process run: "auto" serves the reference's float16 weights in float16,
         # which flipped 3 of ~800 generated letters (letter-logit gaps <= 0.005) against float32

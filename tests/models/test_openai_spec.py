@@ -135,17 +135,19 @@ def test_estimate_mode_option_logits_are_zero_rows_with_the_bound_of_scored_repl
 
 
 def test_estimate_mode_keeps_what_is_not_applicable_not_applicable() -> None:
-    """A call the real run could not make is not applicable in the estimate too: a prompt with video, and
-    option logits on an endpoint that returned no log-probabilities (transformers serve)."""
+    """A call the real run could not make is not applicable in the estimate too: a prompt with audio on an
+    endpoint that refused the probe's clip, and option logits on an endpoint that returned no
+    log-probabilities (transformers serve)."""
     import numpy as np
 
     from faithtests.models.errors import NotApplicable
     from faithtests.models.interfaces import Audio, Prompt
 
-    api: Any = _estimating(None, logprobs="the endpoint accepted logprobs=True but returned no top_logprobs")
+    api: Any = _estimating(None, logprobs="the endpoint accepted logprobs=True but returned no top_logprobs",
+                           media_parts="the endpoint refused a video with its soundtrack: 422")
     with pytest.raises(NotApplicable, match="returned no top_logprobs"):
         api.option_logits([Prompt(images=(), text="a")], ["A", "B"])
     heard = Prompt(images=(), text="a", audio=Audio(np.zeros(160, dtype=np.float32), 16000))
-    with pytest.raises(NotApplicable, match="images and text only"):
+    with pytest.raises(NotApplicable, match="refused a video with its soundtrack: 422"):
         api.generate([heard])
     assert api.tally().requests == 0

@@ -68,6 +68,19 @@ def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield spec
 
 
+@pytest.fixture(scope="module")
+def vllm_omni(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """vLLM (CPU build) serving the reference omni model with its own Qwen2.5-Omni implementation
+    (video and audio in; servers.omni_for_vllm)."""
+    _venv_or_skip("vllm")
+    tmp = tmp_path_factory.mktemp("vllm-omni")
+    port = servers.free_port()
+    cmd, name = servers.command("vllm", servers.omni_for_vllm(fixtures_root() / "omni", tmp / "omni"), port,
+                                omni=True)
+    with servers.serve(cmd, port, log=tmp / "vllm.log") as (url, _):
+        yield f"openai:{name}@{url}"
+
+
 def _prompts() -> list[Prompt]:
     from faithtests.protocols.imavb.stimuli import premise_item
     from faithtests.world.render import render
@@ -391,9 +404,10 @@ def test_the_estimate_counts_what_the_real_run_sends(served: str, tmp_path: Path
 
     estimate = run("--faith-api-estimate", "--faith-report", str(tmp_path / "estimate"))
     assert estimate.returncode == 0, estimate.stdout[-3000:]
-    # the probe: one image with logprobs, one prompt_logprobs request (transformers serve refuses it)
+    # the probe: one image with logprobs, one prompt_logprobs request (transformers serve refuses it), one
+    # clip with its soundtrack (refused too)
     probe = proxy.completions
-    assert probe == 2 and "sent: 2 request(s), the probe at load (nothing after it)" in estimate.stdout
+    assert probe == 3 and "sent: 3 request(s), the probe at load (nothing after it)" in estimate.stdout
     assert not (tmp_path / "estimate").exists()
     counted = _estimate_table(estimate.stdout)
     real = run("--faith-report", str(tmp_path / "real"))
@@ -410,3 +424,58 @@ def test_the_estimate_counts_what_the_real_run_sends(served: str, tmp_path: Path
         else:
             assert counted[suite] == n, (suite, counted, sent)
     assert "difference_consistency" in bounds and "difference_consistency: a lower bound" in estimate.stdout
+
+
+def _clip_prompts(n: int) -> list[Prompt]:
+    """IMAVB's clips with their soundtracks as the reference omni model gets them (A1 text)."""
+    from faithtests.protocols.imavb import audio_stimuli
+    from faithtests.protocols.imavb.prompts import Stimulus, a1_text, stimulus_prompt
+
+    recs = audio_stimuli.clip_records(audio_stimuli.clip_items(n, 0))
+    return [stimulus_prompt(Stimulus(r.load_media(), r.audio(), r.fps), a1_text(r.question, r.options))
+            for r in recs[: 4 * n : 2]]
+
+
+def test_vllm_serves_the_omni_models_images_audio_and_video_as_in_process(vllm_omni: str) -> None:
+    """vLLM's Qwen2.5-Omni with the parts of faithtests.models.api_media: the probe finds video and audio
+    taken, and a clip's frames as images, its frames as a video, and its soundtrack alone each give the
+    in-process omni model's letter log-probabilities (differences to letter A) within LOGPROB_TOLERANCE.
+    A clip *with* its soundtrack interleaved is not held to it: vLLM lays out the interleaved clip's
+    M-RoPE positions differently from transformers (0.33 on one clip, measured 2026-12-01; the
+    premise suite's verdicts stay equal, benchmarks/results/served_vllm_omni.json), so that is a
+    difference serving makes and the side-by-side run reports it."""
+    import dataclasses
+
+    import torch
+
+    import faithtests
+    from faithtests.protocols.imavb.records import LETTERS
+
+    api = faithtests.load_model(vllm_omni)
+    assert api.capabilities["media_parts"] == "yes" and api.accepts_audio
+    local = faithtests.load_model("reference:omni")
+    clips = _clip_prompts(4)
+    forms = {"frames as images": [Prompt(images=c.video, text=c.text) for c in clips],
+             "video": [dataclasses.replace(c, audio=None) for c in clips],
+             "audio": [dataclasses.replace(c, video=(), video_fps=None) for c in clips]}
+    for form, prompts in forms.items():
+        served, here = api.option_logits(prompts, LETTERS), local.option_logits(prompts, LETTERS)
+        assert torch.equal(served.argmax(1), here.argmax(1)), form
+        worst = float(((served - served[:, :1]) - (here - here[:, :1])).abs().max())
+        assert worst < LOGPROB_TOLERANCE, (form, worst)
+    assert all(api.generate(clips, 4)), "every clip with its soundtrack is answered"
+
+
+def test_an_endpoint_without_video_input_makes_clips_not_applicable(served: str) -> None:
+    """transformers serve refuses the clip's request fields: found once at load with its words; a clip
+    is then not applicable (never sent, never an exception per prompt), and the premise suite sends
+    this model a clip's frames as images (accepts_audio is False)."""
+    import faithtests
+
+    api = faithtests.load_model(served)
+    assert api.capabilities["media_parts"].startswith("the endpoint refused a video with its soundtrack")
+    assert "Unexpected fields" in api.capabilities["media_parts"] and not api.accepts_audio
+    sent = api.requests
+    with pytest.raises(NotApplicable, match="refused a video with its soundtrack"):
+        api.generate(_clip_prompts(1))
+    assert api.requests == sent
