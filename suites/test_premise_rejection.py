@@ -37,9 +37,6 @@ from faithtests.protocols.imavb.metrics import (
     split_scores,
 )
 from faithtests.protocols.imavb.pgla import BUDGETS_PP, N_FOLDS, PGLAResult
-from faithtests.protocols.imavb.probes import (
-    lens_correct,
-)
 from faithtests.protocols.imavb.records import SHORT, SPLITS, modality
 from faithtests.protocols.imavb.results import (
     EVAL_ROWS,
@@ -47,6 +44,8 @@ from faithtests.protocols.imavb.results import (
     bal_rows,
     eval_splits,
     item_correct,
+    lens_curves,
+    mis_gap_row,
     mis_rejection,
     pgla_delta,
     rejection_gap_rows,
@@ -189,8 +188,10 @@ def test_balanced_accuracy(faith: Faith, premise_data: PremiseData, variant: str
     faith.rows(rejection_gap_rows(run, n_resamples=PREMISE_BOOTSTRAP, seed=faith_seed), gate=gated)
     orders: list[float | str] = ["fixed", *(f"shuffle {k}" for k in range(c.shape[1] - 1))]
     if not ss.vision_only:  # Table 14's "Vision–Audio Gap" row: mis_v − mis_a (recorded, not gated)
-        _mis_gap(faith, shuffled(c), run, faith_seed, None)
-        _mis_gap(faith, c[:, 0].astype(float), run, faith_seed, "fixed order")
+        for values, where in ((shuffled(c), None), (c[:, 0].astype(float), "fixed order")):
+            row, empty = mis_gap_row(values, run, n_resamples=PREMISE_BOOTSTRAP, seed=faith_seed, where=where)
+            _record_empty(faith, empty, f"mis gap {where or 'shuffled'}")
+            faith.rows([row])
     faith.plot(
         "accuracy per split by option order",
         "bar",
@@ -270,18 +271,11 @@ def _record_lens(faith: Faith, data: PremiseData, layers: list[float | str]) -> 
     if data.lens is None:
         faith.invalid("logit lens not run", 1, examples=[data.lens_reason])
         return
-    pc = lens_correct(data.lens, np.array([r.correct_index for r in data.run.records]))
-    masks = {s: split_mask(data.splits(), s) for s in SPLITS if s in data.splits()}
-    faith.plot(
-        "logit lens P_l(correct) by layer per split",
-        "line",
-        [Series(SHORT[s], layers, list(pc[:, m].mean(axis=1))) for s, m in masks.items()],
-        x_label="decoder layer",
-        y_label="P_l(correct)",
-    )
-    for s, m in masks.items():
-        peak = float(pc[:, m].mean(axis=1).max())
-        faith.metric("lens_peak_P_correct", peak, n=int(m.sum()), slice=SHORT[s])
+    lens = lens_curves(data.lens, data.run)
+    faith.plot("logit lens P_l(correct) by layer per split", "line",
+               [Series(s, layers, curve) for s, curve in lens.curves.items()],
+               x_label="decoder layer", y_label="P_l(correct)")
+    faith.rows(lens.rows)
 
 
 @pytest.mark.faith_diagnostic
@@ -306,18 +300,6 @@ def test_probe_asymmetry(faith: Faith, premise_data: PremiseData, faith_seed: in
     _record_empty(faith, gap.empty_resamples, "probe asymmetry")
     faith.metric("probe_asymmetry", gap.gap, ci=gap.ci, n=gap.n_vision + gap.n_audio, higher_is_better=False)
     assert np.isfinite(gap.gap) and np.isfinite(gap.ci).all(), f"probe asymmetry undefined: {gap}"
-
-
-def _mis_gap(faith: Faith, c: np.ndarray, run: ChoiceRun, seed: int, where: str | None) -> None:
-    """Table 14's "Vision–Audio Gap": mis_v − mis_a, with its CI over stimuli (recorded, not gated)."""
-    side = {t: [i for i, r in enumerate(run.records) if r.misleading and modality(r.split) == t]
-            for t in ("vision", "audio")}
-    stim = {t: [run.records[i].stimulus_id for i in side[t]] for t in side}
-    gap = modality_gap(c[side["vision"]], stim["vision"], c[side["audio"]], stim["audio"],
-                       n_resamples=PREMISE_BOOTSTRAP, seed=seed)
-    _record_empty(faith, gap.empty_resamples, f"mis gap {where or 'shuffled'}")
-    faith.metric("mis_gap_vision_minus_audio", gap.gap, ci=gap.ci, n=gap.n_vision + gap.n_audio,
-                 higher_is_better=False, slice=where)
 
 
 def _record_empty(faith: Faith, empty: int, what: str) -> None:

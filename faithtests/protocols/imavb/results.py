@@ -4,7 +4,8 @@ Pure functions over :class:`~faithtests.protocols.imavb.run.ChoiceRun` (and PGLA
 per-item correctness under every option order, split accuracies and Bal (IMAVB Eq. 1) with their joint
 bootstrap CIs over stimuli (§3), and PGLA's ΔBal and standard-accuracy cost (§5, Table 4). The rows
 the suite records say which of them are gates (``gated``): each split's accuracy (Table 1), Bal (Eq. 1)
-and the rejection gap per modality (a floor).
+and the rejection gap per modality (a floor). Recorded only: Table 14's vision–audio gap of the
+misleading splits, and the logit lens's peak P_l(correct) per split (Eqs. 3–4).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from faithtests.protocols.imavb.metrics import (
     SplitScores,
     answers,
     correct,
+    modality_gap,
     per_order_accuracy,
     rejection_rates,
     shuffle_spread,
@@ -29,7 +31,8 @@ from faithtests.protocols.imavb.metrics import (
     tie_count,
 )
 from faithtests.protocols.imavb.pgla import PGLAResult, bal_of, side_accuracy
-from faithtests.protocols.imavb.records import SPEECH_SUBCATEGORIES, modality
+from faithtests.protocols.imavb.probes import lens_correct
+from faithtests.protocols.imavb.records import SHORT, SPEECH_SUBCATEGORIES, SPLITS, modality
 from faithtests.protocols.imavb.run import ChoiceRun
 from faithtests.scorecard.model import MetricRow as Row  # one result row of a pure function
 from faithtests.stats import cluster_bootstrap_ci
@@ -202,3 +205,39 @@ def rejection_gap_rows(run: ChoiceRun, *, n_resamples: int, seed: int) -> list[R
             out.append(Row("rejection_gap", gap.value, gap.n, gap.ci,
                            kind if subs is None else f"{kind}, speech premises", gated=subs is None))
     return out
+
+
+def mis_gap_row(c: NDArray[np.float64], run: ChoiceRun, *, n_resamples: int, seed: int,
+                where: str | None) -> tuple[Row, int]:
+    """Table 14's "Vision–Audio Gap": mis_v − mis_a over the per-row correctness ``c``, with its CI from
+    one bootstrap over stimuli (recorded, not gated); and how many resamples drew an empty side (left
+    out of the CI)."""
+    side = {t: [i for i, r in enumerate(run.records) if r.misleading and modality(r.split) == t]
+            for t in ("vision", "audio")}
+    stim = {t: [run.records[i].stimulus_id for i in side[t]] for t in side}
+    gap = modality_gap(c[side["vision"]], stim["vision"], c[side["audio"]], stim["audio"],
+                       n_resamples=n_resamples, seed=seed)
+    row = Row("mis_gap_vision_minus_audio", gap.gap, gap.n_vision + gap.n_audio, gap.ci, where,
+              higher_is_better=False)
+    return row, gap.empty_resamples
+
+
+@dataclass(frozen=True)
+class LensCurves:
+    """The logit lens (Eqs. 3–4) per split present: mean P_l(correct) by layer (``curves``, keyed by the
+    split's short name) and each split's peak over the layers (``rows``, recorded)."""
+
+    curves: dict[str, list[float]]
+    rows: list[Row]
+
+
+def lens_curves(lens: NDArray[np.float64], run: ChoiceRun) -> LensCurves:
+    """:class:`LensCurves` from ``lens`` [L, N, 6] (the letter probabilities per layer and row of
+    ``run``), for every split the run holds (both modalities' where the model hears)."""
+    pc = lens_correct(lens, np.array([r.correct_index for r in run.records]))
+    splits = [r.split for r in run.records]
+    masks = {s: split_mask(splits, s) for s in SPLITS if s in splits}
+    means = {s: pc[:, m].mean(axis=1) for s, m in masks.items()}
+    return LensCurves({SHORT[s]: list(v) for s, v in means.items()},
+                      [Row("lens_peak_P_correct", float(v.max()), int(masks[s].sum()), slice=SHORT[s])
+                       for s, v in means.items()])

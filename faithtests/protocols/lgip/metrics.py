@@ -11,6 +11,12 @@ captions have different numbers of variants.
 
 CIs are percentile bootstraps that resample images (all pairs of an image together), via
 :mod:`faithtests.stats`; ``n_resamples=0`` skips them.
+
+One aggregation: each equation's function (``invariance_error``, ``sensitivity``, ``positive_rate``,
+the weighted forms) is its per-pair term (``invariance_gaps``, ``sensitivity_gaps``, ``flip_detected``)
+through :func:`_estimate`, the aggregation the summaries (``invariance_summary``, ``flip_summary``)
+record on the scorecard; the tests check the equations' functions against hand-computed values, so they
+check what the scorecard shows.
 """
 
 from __future__ import annotations
@@ -57,16 +63,17 @@ def paired_scores(base: ArrayLike, other: ArrayLike, other_name: str) -> tuple[F
     return b, o
 
 
-def _mean(values: FloatArray, groups: Sequence[Hashable] | None) -> float:
-    """Pooled mean, or the mean of per-group means when ``groups`` is given."""
-    if groups is None:
-        return float(values.mean())
-    if len(groups) != values.size:
+def _point(values: FloatArray, groups: Sequence[Hashable] | None, weights: FloatArray | None = None
+           ) -> float:
+    """An equation's value through the summaries' own aggregation (:func:`_estimate`, without a CI):
+    Σ w·v / Σ w over the pairs, or the mean of per-group means when ``groups`` is given. So each
+    equation's function below and the summary the scorecard records compute one value one way."""
+    if groups is not None and len(groups) != values.size:
         raise ValueError(f"{len(groups)} group labels for {values.size} pairs")
-    _, inverse = np.unique(np.asarray([str(g) for g in groups]), return_inverse=True)
-    sums = np.bincount(inverse, weights=values)
-    counts = np.bincount(inverse)
-    return float(np.mean(sums / counts))
+    units = None if groups is None else np.asarray([str(g) for g in groups])
+    ctx = _Ctx(np.full(values.size, ""), units, n_resamples=0, level=0.95, seed=0)
+    w = np.ones_like(values) if weights is None else weights
+    return _estimate(values, w, ctx, np.ones(values.size, dtype=bool)).value
 
 
 def invariance_gaps(base: ArrayLike, paraphrase: ArrayLike) -> FloatArray:
@@ -84,7 +91,7 @@ def invariance_error(base: ArrayLike, paraphrase: ArrayLike, *, groups: Sequence
     Eq. 2, image ids the per-image mean. Restrict the pairs to simple or advanced paraphrases for
     E_inv^simple / E_inv^adv.
     """
-    return _mean(invariance_gaps(base, paraphrase), groups)
+    return _point(invariance_gaps(base, paraphrase), groups)
 
 
 def sensitivity_gaps(base: ArrayLike, flip: ArrayLike) -> FloatArray:
@@ -95,7 +102,7 @@ def sensitivity_gaps(base: ArrayLike, flip: ArrayLike) -> FloatArray:
 
 def sensitivity(base: ArrayLike, flip: ArrayLike, *, groups: Sequence[Hashable] | None = None) -> float:
     """E_sens = E_(I,c) E_c†∈F(I,c) [s(I,c) − s(I,c†)]  (LGIP Eq. 4); pooled unless ``groups``."""
-    return _mean(sensitivity_gaps(base, flip), groups)
+    return _point(sensitivity_gaps(base, flip), groups)
 
 
 def positive_rate(base: ArrayLike, flip: ArrayLike, *, groups: Sequence[Hashable] | None = None) -> float:
@@ -103,7 +110,7 @@ def positive_rate(base: ArrayLike, flip: ArrayLike, *, groups: Sequence[Hashable
 
     Over SugarCrepe (positive, negative) pairs this is SugarCrepe's text accuracy.
     """
-    return _mean(flip_detected(sensitivity_gaps(base, flip)), groups)
+    return _point(flip_detected(sensitivity_gaps(base, flip)), groups)
 
 
 def flip_detected(gaps: FloatArray) -> FloatArray:
@@ -122,15 +129,13 @@ def strength_weights(strengths: ArrayLike, floor: float = WEIGHT_FLOOR) -> Float
 def weighted_sensitivity(base: ArrayLike, flip: ArrayLike, weights: ArrayLike) -> float:
     """Σ w·g / Σ w: strength-weighted E_sens (LGIP §4.3, Eq. 4 weighted by flip strength)."""
     g = sensitivity_gaps(base, flip)
-    w = _weights(weights, g.size)
-    return float(np.sum(w * g) / np.sum(w))
+    return _point(g, None, _weights(weights, g.size))
 
 
 def weighted_positive_rate(base: ArrayLike, flip: ArrayLike, weights: ArrayLike) -> float:
     """Σ w·1{g > 0} / Σ w: strength-weighted PR (LGIP §4.3, Eq. 5 weighted by flip strength)."""
     g = sensitivity_gaps(base, flip)
-    w = _weights(weights, g.size)
-    return float(np.sum(w * (g > 0)) / np.sum(w))
+    return _point(flip_detected(g), None, _weights(weights, g.size))
 
 
 def _weights(weights: ArrayLike, n: int) -> FloatArray:

@@ -50,3 +50,43 @@ def test_run_scores_give_split_accuracies_and_bal() -> None:
     assert ss.bal == pytest.approx(0.375)
     ev = run_scores(shuffled(item_correct(run)), run, np.array([0, 1]), n_resamples=100, seed=0)
     assert ev.acc == {"standard_vision": 0.5, "misleading_vision": 1.0}
+
+
+def _heard_run() -> ChoiceRun:
+    """Two clips, each with a misleading vision and a misleading audio question (golds E and F)."""
+    recs = [PremiseRecord(f"{s}/{sp}", s, sp, "q?", OPTS, gold)  # type: ignore[arg-type]
+            for s in ("c0", "c1") for sp, gold in (("misleading_vision", "E"), ("misleading_audio", "F"))]
+    return ChoiceRun(recs, ("fixed",), np.zeros((4, 1, 6)), np.tile(np.arange(6), (4, 1, 1)), None, total=4)
+
+
+def test_mis_gap_row_is_table_14s_vision_minus_audio_gap() -> None:
+    """Table 14's "Vision–Audio Gap" = mis_v − mis_a: rows 0, 2 are the vision side (1.0, 0.5: mean
+    0.75), rows 1, 3 the audio side (0.0, 0.5: mean 0.25), so 0.5 over n = 4 rows; recorded with the
+    slice it is given, lower is better, never gated."""
+    from faithtests.protocols.imavb.results import mis_gap_row
+
+    row, empty = mis_gap_row(np.array([1.0, 0.0, 0.5, 0.5]), _heard_run(), n_resamples=200, seed=0,
+                             where="fixed order")
+    assert (row.name, row.value, row.n, row.slice) == ("mis_gap_vision_minus_audio", 0.5, 4, "fixed order")
+    assert row.higher_is_better is False and not row.gated and empty == 0
+    assert row.ci is not None and row.ci[0] <= 0.5 <= row.ci[1]
+
+
+def test_lens_curves_are_the_mean_p_correct_per_layer_and_split_and_their_peaks() -> None:
+    """Eq. 4 per row: P_l(correct) is the letter probability of the gold option (E for rows 0, 2; F for
+    rows 1, 3). Layer 0: vision rows 0.2, 0.4 (mean 0.3), audio rows 0.1, 0.3 (0.2); layer 1: vision
+    0.6, 0.8 (0.7), audio 0.5, 0.1 (0.3). Peaks: mis_v 0.7, mis_a 0.3 (n = 2 rows each)."""
+    from faithtests.protocols.imavb.results import lens_curves
+
+    lens = np.zeros((2, 4, 6))
+    gold = [4, 5, 4, 5]
+    for layer, values in enumerate(([0.2, 0.1, 0.4, 0.3], [0.6, 0.5, 0.8, 0.1])):
+        for row, v in enumerate(values):
+            lens[layer, row, gold[row]] = v
+    out = lens_curves(lens, _heard_run())
+    assert list(out.curves) == ["mis_v", "mis_a"]  # in SPLITS order
+    assert out.curves["mis_v"] == pytest.approx([0.3, 0.7])
+    assert out.curves["mis_a"] == pytest.approx([0.2, 0.3])
+    assert [(r.name, r.slice, r.n) for r in out.rows] == [("lens_peak_P_correct", "mis_v", 2),
+                                                          ("lens_peak_P_correct", "mis_a", 2)]
+    assert [r.value for r in out.rows] == pytest.approx([0.7, 0.3])
