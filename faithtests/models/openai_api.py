@@ -314,9 +314,11 @@ class OpenAIModel:
         """log P(letter | prompt) from the last prompt token of a reply that is just ``letter``; None
         when the endpoint gives no such score (or the letter is not one token there)."""
         messages = [*chat_messages(prompt), {"role": "assistant", "content": letter}]
+        # a clip's own request fields too (every frame, its soundtrack interleaved): the same prompt
         out = self._create(
             messages=messages, max_tokens=1, temperature=0.0, seed=SEED,
-            extra_body={"prompt_logprobs": 0, "continue_final_message": True, "add_generation_prompt": False})
+            extra_body={**media_request(prompt), "prompt_logprobs": 0, "continue_final_message": True,
+                        "add_generation_prompt": False})
         rows = (out.model_extra or {}).get("prompt_logprobs") or []
         last = rows[-1] if rows and isinstance(rows[-1], dict) else {}
         for entry in last.values():  # {token_id: {logprob, rank, decoded_token}}: the prompt's own token

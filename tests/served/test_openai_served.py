@@ -464,6 +464,15 @@ def test_vllm_serves_the_omni_models_images_audio_and_video_as_in_process(vllm_o
         worst = float(((served - served[:, :1]) - (here - here[:, :1])).abs().max())
         assert worst < LOGPROB_TOLERANCE, (form, worst)
     assert all(api.generate(clips, 4)), "every clip with its soundtrack is answered"
+    # a letter scored as a given reply (prompt_logprobs) sees the same clip, soundtrack interleaved, as
+    # the listed alternatives do: the two scores of one letter agree
+    from faithtests.models.api_replies import top_logprobs
+
+    for clip in clips[:2]:
+        listed = top_logprobs(api._complete(clip, 1, logprobs=True))
+        token, logprob = listed[0]
+        scored = api._reply_logprob(clip, token.strip())
+        assert scored is not None and abs(scored - logprob) < LOGPROB_TOLERANCE, (token, scored, logprob)
 
 
 def test_an_endpoint_without_video_input_makes_clips_not_applicable(served: str) -> None:
