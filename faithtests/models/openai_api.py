@@ -14,7 +14,7 @@ What an endpoint gives is found once at load by a probe request (one small image
   prompt token's log-probability), else it gets the lowest listed log-probability, nudged below it: an
   upper bound, so the argmax over the options stays exact whenever one letter is listed; their softmax
   is then a bound, and :attr:`OpenAIModel.bounded` counts such letters;
-- ``media``: whether the endpoint takes a clip with its soundtrack (:mod:`.api_media`, one more probe
+- ``media_parts``: whether the endpoint takes a clip with its soundtrack (:mod:`.api_media`, one more probe
   request); then :attr:`OpenAIModel.accepts_audio`, and a suite sends it clips with their soundtracks as
   to an in-process omni model, else a clip or audio prompt is not applicable with the server's words;
 - hidden states, attention, hooks and full-answer log-probabilities: not applicable, with the reason.
