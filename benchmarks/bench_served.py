@@ -100,14 +100,13 @@ def main() -> int:
     args = ap.parse_args()
     omni = args.model == "omni"
     if omni and args.server != "vllm":
-        ap.error("--model omni is served by vLLM only (servers.command says why)")
+        ap.error("--model omni is served by vLLM only (servers.omni_command says why)")
     name_part = f"{args.server}_omni" if omni else args.server
     out = args.out or Path(__file__).parent / "results" / f"served_{name_part}.json"
     tmp = Path(tempfile.mkdtemp(prefix="served-"))
     port = servers.free_port()
-    model_dir = (servers.omni_for_vllm(fixtures_root() / "omni", tmp / "omni") if omni
-                 else fixtures_root() / "vlm")
-    cmd, name = servers.command(args.server, model_dir, port, omni=omni)
+    cmd, name = (servers.omni_command(tmp, port) if omni
+                 else servers.command(args.server, fixtures_root() / "vlm", port))
     t0 = time.monotonic()
     with servers.serve(cmd, port, log=tmp / "server.log") as (url, _):
         ready = time.monotonic() - t0

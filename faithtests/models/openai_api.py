@@ -154,6 +154,10 @@ class OpenAIModel:
 
     def _complete(self, prompt: Prompt, max_tokens: int, logprobs: bool) -> Any:
         self._sendable(prompt)
+        return self._send(prompt, max_tokens, logprobs)
+
+    def _send(self, prompt: Prompt, max_tokens: int, logprobs: bool) -> Any:
+        """One greedy chat completion of ``prompt`` with the request fields its media need."""
         extra: dict[str, Any] = {"logprobs": True, "top_logprobs": TOP_LOGPROBS} if logprobs else {}
         if media := media_request(prompt):
             extra["extra_body"] = media
@@ -294,9 +298,8 @@ class OpenAIModel:
 
     def _probe_media(self) -> str:
         """"yes" when the endpoint takes a clip with its soundtrack (:mod:`.api_media`), else why not."""
-        self.capabilities["media_parts"] = "yes"  # so _sendable lets the probe's own clip through
         try:
-            self._complete(probe_prompt(), 1, logprobs=False)
+            self._send(probe_prompt(), 1, logprobs=False)
         except Exception as err:  # an endpoint without video or audio input: its own words
             return f"the endpoint refused a video with its soundtrack: {server_says(err)}"
         return "yes"

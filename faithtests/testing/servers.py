@@ -66,20 +66,23 @@ def omni_for_vllm(model_dir: Path, dst: Path) -> Path:
     return dst
 
 
-def command(kind: str, model_dir: Path, port: int, omni: bool = False) -> tuple[list[str], str]:
-    """(the command line serving ``model_dir`` on ``port``, the model name its API answers to).
-    ``omni``: vLLM serving :func:`omni_for_vllm`'s copy with its own Qwen2.5-Omni implementation,
-    which takes video and audio (the transformers backend takes images only); per-request
-    ``mm_processor_kwargs`` allowed, so a clip can carry ``use_audio_in_video``
-    (:mod:`~faithtests.models.api_media`)."""
+def omni_command(work: Path, port: int) -> tuple[list[str], str]:
+    """As :func:`command`, for vLLM serving the reference omni model (its copy by :func:`omni_for_vllm`,
+    written under ``work``) with vLLM's own Qwen2.5-Omni implementation, which takes video and audio
+    (the transformers backend takes images only); per-request ``mm_processor_kwargs`` allowed, so a
+    clip can carry ``use_audio_in_video`` (:mod:`~faithtests.models.api_media`). vLLM only: transformers
+    serve needs torchcodec to decode a video, and torchcodec's wheels need CUDA's torch."""
+    from faithtests.models.locations import fixtures_root  # local: as omni_for_vllm's imports
+
+    model_dir = omni_for_vllm(fixtures_root() / "omni", work / "omni")
+    return [str(venv("vllm") / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server", "--model",
+            str(model_dir), "--served-model-name", OMNI_NAME, "--dtype", "float32",
+            "--trust-request-mm-kwargs", "--host", "127.0.0.1", "--port", str(port)], OMNI_NAME
+
+
+def command(kind: str, model_dir: Path, port: int) -> tuple[list[str], str]:
+    """(the command line serving ``model_dir`` on ``port``, the model name its API answers to)."""
     v = venv(kind)
-    if omni:
-        if kind != "vllm":
-            raise ValueError("the omni model is served by vLLM only here: transformers serve needs "
-                             "torchcodec to decode a video, whose wheels need CUDA's torch")
-        return [str(v / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server", "--model",
-                str(model_dir), "--served-model-name", OMNI_NAME, "--dtype", "float32",
-                "--trust-request-mm-kwargs", "--host", "127.0.0.1", "--port", str(port)], OMNI_NAME
     if kind == "serve":
         # float32 like the in-process run: "auto" serves the reference's float16 weights in float16,
         # which flipped 3 of ~800 generated letters (letter-logit gaps <= 0.005) against float32

@@ -75,8 +75,7 @@ def vllm_omni(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     _venv_or_skip("vllm")
     tmp = tmp_path_factory.mktemp("vllm-omni")
     port = servers.free_port()
-    cmd, name = servers.command("vllm", servers.omni_for_vllm(fixtures_root() / "omni", tmp / "omni"), port,
-                                omni=True)
+    cmd, name = servers.omni_command(tmp, port)
     with servers.serve(cmd, port, log=tmp / "vllm.log") as (url, _):
         yield f"openai:{name}@{url}"
 
